@@ -198,6 +198,9 @@ type Output struct {
 	HasToken bool
 	First    bool // Token is the request's first generated token
 	Finished bool
+	// SincePrev is the time since the request's previous token (inter-token
+	// latency); 0 for the first token.
+	SincePrev float64
 }
 
 // StepResult describes one step.
@@ -271,7 +274,12 @@ func (e *Engine) Step(now float64) StepResult {
 		if r.computed < len(r.tokens) {
 			continue // chunked prefill not done yet
 		}
-		tok := e.cfg.Tokens(r, r.output)
+		var tok uint32
+		if r.Generate != nil {
+			tok = r.Generate(r.output)
+		} else {
+			tok = e.cfg.Tokens(r, r.output)
+		}
 		r.tokens = append(r.tokens, tok)
 		r.output++
 		e.counters.GenerationTokens++
@@ -280,6 +288,8 @@ func (e *Engine) Step(now float64) StepResult {
 			r.Stats.firstTokenIssued = true
 			r.Stats.FirstToken = end
 			out.First = true
+		} else {
+			out.SincePrev = end - r.Stats.LastToken
 		}
 		r.Stats.LastToken = end
 		r.Stats.OutputTokens = r.output

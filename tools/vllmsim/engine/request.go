@@ -28,6 +28,9 @@ type Request struct {
 	Extra []string
 	// Arrival is when the request reached the engine, in engine seconds.
 	Arrival float64
+	// Generate picks the i-th output token; nil uses the engine's
+	// TokenSource.
+	Generate func(i int) uint32
 
 	Stats Stats
 

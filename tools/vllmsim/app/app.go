@@ -1,0 +1,325 @@
+// Package app assembles a simulated vLLM+LMCache worker from its options:
+// tokenizer, timing model, engine core, LMCache L1, KV-event publisher,
+// metrics, runtime and HTTP server. cmd/vllm-sim only parses flags into
+// Options; tests build the same App in-process.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/tools/vllmsim/engine"
+	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
+	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
+	"github.com/warmpath/warmpath/tools/vllmsim/runtime"
+	"github.com/warmpath/warmpath/tools/vllmsim/server"
+	"github.com/warmpath/warmpath/tools/vllmsim/simmetrics"
+	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
+)
+
+// Version is reported by /version.
+const Version = "0.1.0-warmpath-sim"
+
+// Options configure a simulated worker. Field names follow vLLM's flags.
+type Options struct {
+	Model                string
+	ServedModelNames     []string
+	BlockSize            int
+	MaxNumSeqs           int
+	MaxNumBatchedTokens  int
+	MaxModelLen          int
+	GPUMemoryUtilization float64
+	// NumGPUBlocksOverride replaces the block count derived from the
+	// preset's GPU memory (vLLM's --num-gpu-blocks-override).
+	NumGPUBlocksOverride  int
+	EnablePrefixCaching   bool
+	PrefixCachingHashAlgo string
+	// HashSeed plays PYTHONHASHSEED: it fixes NONE_HASH; empty is random.
+	HashSeed string
+	// KVEventsConfig is vLLM's --kv-events-config JSON; empty disables.
+	KVEventsConfig   string
+	KVEventsEncoding kvevents.Encoding
+	// KVEventsIntHashes mirrors VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES (default on).
+	KVEventsIntHashes bool
+	// KVTransferConfig is vLLM's --kv-transfer-config JSON; naming
+	// LMCacheConnectorV1 enables the LMCache emulation.
+	KVTransferConfig string
+	LMCache          LMCacheOptions
+
+	Tokenizer                 string
+	ChatTemplate              string
+	Preset                    string
+	TimeScale                 float64
+	EnablePromptTokensDetails bool
+	DefaultChatMaxTokens      int
+	MaxBodyBytes              int64
+	// WorkerID labels LMCache metrics (LMCache's lmcache_instance_id).
+	WorkerID string
+	Log      *slog.Logger
+}
+
+// LMCacheOptions are the LMCache settings the emulation honours (from
+// LMCACHE_* environment variables, as LMCache reads them).
+type LMCacheOptions struct {
+	ChunkSize int
+	// LocalCPU enables the L1 tier (LMCACHE_LOCAL_CPU).
+	LocalCPU bool
+	// MaxLocalCPUSizeGB is the L1 capacity in GB (LMCACHE_MAX_LOCAL_CPU_SIZE).
+	MaxLocalCPUSizeGB float64
+}
+
+// DefaultOptions returns vLLM's defaults with the simulator's own choices.
+func DefaultOptions() Options {
+	return Options{
+		Model:                     "meta-llama/Llama-3.1-8B-Instruct",
+		BlockSize:                 16,
+		MaxNumSeqs:                256,
+		MaxNumBatchedTokens:       8192,
+		MaxModelLen:               32768,
+		GPUMemoryUtilization:      0.9,
+		EnablePrefixCaching:       true,
+		PrefixCachingHashAlgo:     "sha256_cbor",
+		KVEventsEncoding:          kvevents.MapEncoding,
+		KVEventsIntHashes:         true,
+		LMCache:                   LMCacheOptions{ChunkSize: 256, LocalCPU: true, MaxLocalCPUSizeGB: 5},
+		Tokenizer:                 "cl100k_base",
+		ChatTemplate:              "llama3",
+		Preset:                    timing.DefaultPreset,
+		TimeScale:                 1,
+		EnablePromptTokensDetails: true,
+		DefaultChatMaxTokens:      256,
+		MaxBodyBytes:              32 << 20,
+	}
+}
+
+// App is one simulated worker.
+type App struct {
+	opts      Options
+	handler   http.Handler
+	rt        *runtime.Runtime
+	pub       *kvevents.Publisher
+	l1        *lmcache.L1
+	engineCfg engine.Config
+	model     timing.Model
+}
+
+// kvTransferConfig is the part of --kv-transfer-config the simulator reads.
+type kvTransferConfig struct {
+	KVConnector string `json:"kv_connector"`
+	KVRole      string `json:"kv_role"`
+}
+
+// New builds a worker; call Serve to run it.
+func New(ctx context.Context, o Options) (*App, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if len(o.ServedModelNames) == 0 {
+		o.ServedModelNames = []string{o.Model}
+	}
+	if o.WorkerID == "" {
+		o.WorkerID = "0"
+	}
+	switch o.PrefixCachingHashAlgo {
+	case "sha256", "sha256_cbor":
+		// vLLM's "sha256" pickles, which only Python can reproduce; both
+		// are served by the canonical-CBOR variant.
+	default:
+		return nil, fmt.Errorf("app: --prefix-caching-hash-algo %q not supported (sha256, sha256_cbor)", o.PrefixCachingHashAlgo)
+	}
+	preset, err := timing.Lookup(o.Preset)
+	if err != nil {
+		return nil, err
+	}
+	model, err := timing.NewModel(preset)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := tokenize.ParseTemplate(o.ChatTemplate)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenize.New(o.Tokenizer, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	hasher, err := blockhash.New(o.HashSeed)
+	if err != nil {
+		return nil, err
+	}
+	numBlocks := o.NumGPUBlocksOverride
+	if numBlocks == 0 {
+		numBlocks = model.NumGPUBlocks(o.BlockSize, o.GPUMemoryUtilization)
+	}
+	a := &App{opts: o, model: model}
+
+	if o.KVTransferConfig != "" {
+		var kt kvTransferConfig
+		dec := json.NewDecoder(strings.NewReader(o.KVTransferConfig))
+		if err := dec.Decode(&kt); err != nil {
+			return nil, fmt.Errorf("app: --kv-transfer-config: %w", err)
+		}
+		if kt.KVConnector != "LMCacheConnectorV1" {
+			return nil, fmt.Errorf("app: --kv-transfer-config: connector %q not simulated (only LMCacheConnectorV1)", kt.KVConnector)
+		}
+		if o.LMCache.LocalCPU {
+			a.l1, err = lmcache.New(lmcache.Config{
+				ChunkSize:     o.LMCache.ChunkSize,
+				MaxBytes:      int64(o.LMCache.MaxLocalCPUSizeGB * 1e9),
+				BytesPerToken: int64(preset.KVBytesPerToken() / preset.TensorParallel),
+			}, hasher)
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	a.engineCfg = engine.Config{
+		BlockSize: o.BlockSize, NumGPUBlocks: numBlocks, MaxNumSeqs: o.MaxNumSeqs,
+		MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxModelLen: o.MaxModelLen,
+		EnablePrefixCaching: o.EnablePrefixCaching, Timing: model, Hasher: hasher,
+	}
+	if a.l1 != nil {
+		a.engineCfg.Connector = a.l1
+	}
+	eng, err := engine.New(a.engineCfg)
+	if err != nil {
+		return nil, err
+	}
+
+	rtCfg := runtime.Config{Engine: eng, TimeScale: o.TimeScale, Log: o.Log}
+	if a.l1 != nil {
+		rtCfg.L1Events = a.l1
+	}
+	if o.KVEventsConfig != "" {
+		kc, err := kvevents.ParseConfig(o.KVEventsConfig)
+		if err != nil {
+			return nil, fmt.Errorf("app: --kv-events-config: %w", err)
+		}
+		if kc.Enabled() {
+			a.pub, err = kvevents.NewPublisher(ctx, kc, o.KVEventsEncoding, o.Log.With("component", "kv-events"))
+			if err != nil {
+				return nil, fmt.Errorf("app: kv events publisher: %w", err)
+			}
+			rtCfg.Events = &kvpublish.Sink{Pub: a.pub, IntHashes: o.KVEventsIntHashes}
+		}
+	}
+	a.rt, err = runtime.New(rtCfg)
+	if err != nil {
+		return nil, err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var pubStats simmetrics.PublisherStats
+	if a.pub != nil {
+		pubStats = func() (uint64, uint64) { s := a.pub.Stats(); return s.Published, s.Dropped }
+	}
+	rtCfg.Observer = simmetrics.New(reg, simmetrics.Info{
+		ModelName: o.ServedModelNames[0], WorkerID: o.WorkerID,
+		GPUMemoryUtilization: o.GPUMemoryUtilization, Timing: model,
+	}, a.rt, a.l1, pubStats)
+	a.rt.SetObserver(rtCfg.Observer)
+
+	srv, err := server.New(server.Config{
+		ServedModelNames: o.ServedModelNames, ModelRoot: o.Model, MaxModelLen: o.MaxModelLen,
+		Tokenizer: tok, Generator: a.rt,
+		Metrics:                   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		DefaultChatMaxTokens:      o.DefaultChatMaxTokens,
+		EnablePromptTokensDetails: o.EnablePromptTokensDetails,
+		MaxBodyBytes:              o.MaxBodyBytes, Version: Version, Log: o.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.handler = srv
+	o.Log.Info("engine ready", "model", o.Model, "timing", model.String(), "num_gpu_blocks", numBlocks,
+		"block_size", o.BlockSize, "prefix_caching", o.EnablePrefixCaching, "lmcache_l1", a.l1 != nil,
+		"kv_events", a.pub != nil, "time_scale", o.TimeScale)
+	return a, nil
+}
+
+// Handler returns the HTTP API.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// EngineConfig returns the engine's effective configuration.
+func (a *App) EngineConfig() engine.Config { return a.engineCfg }
+
+// KVEventsAddr returns the bound KV-event PUB address (nil if not binding).
+func (a *App) KVEventsAddr() net.Addr {
+	if a.pub == nil {
+		return nil
+	}
+	return a.pub.Addr()
+}
+
+// KVEventsReplayAddr returns the bound replay address (nil if none).
+func (a *App) KVEventsReplayAddr() net.Addr {
+	if a.pub == nil {
+		return nil
+	}
+	return a.pub.ReplayAddr()
+}
+
+// Serve runs the engine loop and the HTTP server on ln until ctx ends, then
+// shuts down gracefully: it stops accepting, lets in-flight requests finish
+// for up to grace, and closes the publisher.
+func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	loopErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		loopErr <- a.rt.Run(loopCtx)
+	}()
+	hs := &http.Server{
+		Handler:           a.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.opts.Log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	case err = <-loopErr:
+		err = fmt.Errorf("engine loop stopped: %w", err)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	if serr := hs.Shutdown(shutdownCtx); serr != nil {
+		// Past the grace period: cut the remaining streams.
+		a.opts.Log.Warn("http shutdown incomplete; closing connections", "err", serr)
+		_ = hs.Close()
+	}
+	stopLoop()
+	wg.Wait()
+	if a.pub != nil {
+		if cerr := a.pub.Close(); cerr != nil {
+			a.opts.Log.Warn("close kv events publisher", "err", cerr)
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
