@@ -113,6 +113,16 @@ func (p *Pool) NumCached() int {
 	return n
 }
 
+// CachedHashes returns each registered hash with its number of physical
+// copies.
+func (p *Pool) CachedHashes() map[blockhash.Hash]int {
+	out := make(map[blockhash.Hash]int, len(p.cached))
+	for h, ids := range p.cached {
+		out[h] = len(ids)
+	}
+	return out
+}
+
 // Usage is the fraction of blocks in use by requests (vLLM's
 // kv_cache_usage_perc): cached-but-free blocks count as free.
 func (p *Pool) Usage() float64 {

@@ -139,10 +139,17 @@ func (c *L1) Store(tokens []uint32, extra []string) {
 		}
 		chunk := slices.Clone(tokens[i*c.cfg.ChunkSize : (i+1)*c.cfg.ChunkSize])
 		c.lru.Add(h, chunk)
-		c.drainEvicted()
 		stored.Hashes = append(stored.Hashes, h)
 		stored.Tokens = append(stored.Tokens, chunk...)
 		c.counters.StoredTokens += int64(c.cfg.ChunkSize)
+		if len(c.evicted) > 0 {
+			// The eviction may hit a chunk stored earlier in this call: its
+			// Stored event must go out before the Removed one.
+			flush()
+			parent := h
+			stored = kvblock.Event{Kind: kvblock.Stored, BlockSize: c.cfg.ChunkSize, Medium: MediumCPU, Parent: &parent}
+			c.drainEvicted()
+		}
 	}
 	flush()
 	c.counters.StoreRequests++
@@ -189,6 +196,16 @@ func (c *L1) Usage() float64 {
 		return 0
 	}
 	return float64(c.UsageBytes()) / float64(c.cfg.MaxBytes)
+}
+
+// Hashes returns the hashes of the resident chunks.
+func (c *L1) Hashes() []blockhash.Hash {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lru == nil {
+		return nil
+	}
+	return c.lru.Keys()
 }
 
 // Len returns the number of resident chunks.

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/warmpath/warmpath/libs/openai"
@@ -170,7 +171,10 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		case errors.Is(err, io.EOF):
 			return openai.Errorf(http.StatusBadRequest, "request body is empty; expected a JSON object")
 		case errors.As(err, &typeErr):
-			return openai.ParamErrorf(typeErr.Field, "invalid type for field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
+			// Field is a dotted path through embedded structs; the JSON
+			// name is its last element.
+			field := typeErr.Field[strings.LastIndexByte(typeErr.Field, '.')+1:]
+			return openai.ParamErrorf(field, "invalid type for field %q: got JSON %s, want %s", typeErr.Field, typeErr.Value, typeErr.Type)
 		default:
 			return openai.Errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
 		}
