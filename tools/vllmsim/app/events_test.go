@@ -73,7 +73,7 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
 	}
 
 	// Wait for every batch the publisher sent.
-	published := 0
+	var published int
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		published = int(s.metric(t, "warmpath_vllmsim_kv_event_batches_published_total"))
 		if dropped := s.metric(t, "warmpath_vllmsim_kv_event_batches_dropped_total"); dropped != 0 {

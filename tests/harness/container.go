@@ -1,0 +1,123 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// Spec describes one container to start from a workspace main package.
+type Spec struct {
+	// Package is the main package's import path,
+	// e.g. "github.com/warmpath/warmpath/tools/cmd/vllm-sim".
+	Package string
+	// Args are the binary's arguments (the image's entrypoint is the binary).
+	Args []string
+	// Env is added to the container's environment.
+	Env map[string]string
+	// Port is the container port the binary listens on, e.g. "8000".
+	Port string
+	// HealthPath is polled over HTTP until it answers 200, e.g. "/health".
+	HealthPath string
+	// StartupTimeout bounds the wait for HealthPath; default 60s.
+	StartupTimeout time.Duration
+}
+
+// Container is a started container. It is terminated when the test that
+// started it ends; if the test failed, its logs are written to the test log.
+type Container struct {
+	// URL is the base URL of Spec.Port as seen from the test process,
+	// e.g. "http://localhost:32771", with no trailing slash.
+	URL string
+
+	ctr *testcontainers.DockerContainer
+}
+
+// Start builds (or reuses) the image for s.Package, starts a container from
+// it and waits until s.HealthPath answers 200. It fails the test on error.
+func Start(t testing.TB, s Spec) *Container {
+	t.Helper()
+	if s.Port == "" || s.HealthPath == "" || s.Package == "" {
+		t.Fatal("harness: Spec needs Package, Port and HealthPath")
+	}
+	if s.StartupTimeout == 0 {
+		s.StartupTimeout = 60 * time.Second
+	}
+	img := Image(t, s.Package, s.Port)
+	port := s.Port + "/tcp"
+
+	ctx, cancel := context.WithTimeout(context.Background(), s.StartupTimeout+30*time.Second)
+	defer cancel()
+	ctr, err := testcontainers.Run(ctx, img,
+		// testcontainers' progress lines go to the test log, shown with -v
+		// or on failure.
+		testcontainers.WithLogger(tclog.TestLogger(t)),
+		testcontainers.WithExposedPorts(port),
+		testcontainers.WithCmd(s.Args...),
+		testcontainers.WithEnv(s.Env),
+		testcontainers.WithLabels(map[string]string{LabelTest: "true"}),
+		testcontainers.WithWaitStrategy(
+			wait.ForHTTP(s.HealthPath).
+				WithPort(port).
+				WithStatusCodeMatcher(func(status int) bool { return status == http.StatusOK }).
+				WithStartupTimeout(s.StartupTimeout).
+				WithPollInterval(100*time.Millisecond),
+		),
+	)
+	// Register termination before checking err: a container that started
+	// but never became healthy must still go away.
+	testcontainers.CleanupContainer(t, ctr)
+	if ctr != nil {
+		// Cleanups run last-in first-out: logs are read before termination.
+		t.Cleanup(func() {
+			if t.Failed() {
+				dumpLogs(t, ctr)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("harness: start %s %s: %v", img, strings.Join(s.Args, " "), err)
+	}
+	url, err := ctr.PortEndpoint(ctx, port, "http")
+	if err != nil {
+		t.Fatalf("harness: endpoint of %s: %v", img, err)
+	}
+	return &Container{URL: url, ctr: ctr}
+}
+
+// Logs returns the container's stdout and stderr so far.
+func (c *Container) Logs(ctx context.Context) (string, error) {
+	rc, err := c.ctr.Logs(ctx)
+	if err != nil {
+		return "", fmt.Errorf("harness: logs: %w", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return "", fmt.Errorf("harness: logs: %w", err)
+	}
+	return string(b), nil
+}
+
+func dumpLogs(t testing.TB, ctr *testcontainers.DockerContainer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	logs, err := (&Container{ctr: ctr}).Logs(ctx)
+	if err != nil {
+		t.Logf("container %s: %v", ctr.GetContainerID(), err)
+		return
+	}
+	const maxLog = 64 << 10
+	if len(logs) > maxLog {
+		logs = "...\n" + logs[len(logs)-maxLog:]
+	}
+	t.Logf("container %s logs:\n%s", ctr.GetContainerID(), logs)
+}
