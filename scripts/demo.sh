@@ -60,6 +60,7 @@ done
 say "starting workers on 127.0.0.1:${PORTS[0]} and 127.0.0.1:${PORTS[1]} (--time-scale $TIME_SCALE)"
 for port in "${PORTS[@]}"; do
 	"$BIN" --host 127.0.0.1 --port "$port" --model "$MODEL" --time-scale "$TIME_SCALE" \
+		--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}' \
 		>"$logdir/worker-$port.log" 2>&1 &
 	pids+=("$!")
 done
@@ -120,6 +121,13 @@ for port in "${PORTS[@]}"; do
 	say "worker 127.0.0.1:$port: the shared prompt, twice"
 	request "$port" "$port first"
 	request "$port" "$port repeat"
+done
+
+say "worker metrics (GET /metrics, vLLM and LMCache names)"
+for port in "${PORTS[@]}"; do
+	curl -s "http://127.0.0.1:$port/metrics" |
+		grep -E '^(vllm:prefix_cache_(queries|hits)_total|vllm:time_to_first_token_seconds_(sum|count)|lmcache:num_lookup_hits_total)' |
+		sed "s/^/  $port  /; s/{[^}]*}//"
 done
 
 say "summary (TTFT = latency of a 1-token completion, simulator time scaled by $TIME_SCALE)"

@@ -59,6 +59,8 @@ func run() error {
 	fs.BoolVar(&o.EnablePromptTokensDetails, "enable-prompt-tokens-details", o.EnablePromptTokensDetails, "report usage.prompt_tokens_details.cached_tokens")
 	fs.IntVar(&o.DefaultChatMaxTokens, "default-chat-max-tokens", o.DefaultChatMaxTokens, "output tokens for chat requests without max_tokens (the simulator has no EOS)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-request-body-bytes", o.MaxBodyBytes, "largest accepted request body")
+	fs.IntVar(&o.MaxWaitingRequests, "max-waiting-requests", o.MaxWaitingRequests, "queued requests beyond which new ones get 503 (bounds memory)")
+	listPresets := fs.Bool("list-presets", false, "print each timing preset's derived figures and exit")
 	fs.StringVar(&o.WorkerID, "worker-id", "0", "LMCache worker/instance id label")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "time in-flight requests get to finish on SIGTERM")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -78,6 +80,9 @@ func run() error {
 			return nil
 		}
 		return err
+	}
+	if *listPresets {
+		return timing.WriteTable(os.Stdout, o.BlockSize, o.GPUMemoryUtilization)
 	}
 	if *noPrefix {
 		o.EnablePrefixCaching = false

@@ -68,6 +68,8 @@ type Options struct {
 	EnablePromptTokensDetails bool
 	DefaultChatMaxTokens      int
 	MaxBodyBytes              int64
+	// MaxWaitingRequests bounds the engine's queue; more get 503.
+	MaxWaitingRequests int
 	// WorkerID labels LMCache metrics (LMCache's lmcache_instance_id).
 	WorkerID string
 	Log      *slog.Logger
@@ -104,6 +106,7 @@ func DefaultOptions() Options {
 		EnablePromptTokensDetails: true,
 		DefaultChatMaxTokens:      256,
 		MaxBodyBytes:              32 << 20,
+		MaxWaitingRequests:        10000,
 	}
 }
 
@@ -202,7 +205,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 
-	rtCfg := runtime.Config{Engine: eng, TimeScale: o.TimeScale, Log: o.Log}
+	rtCfg := runtime.Config{Engine: eng, TimeScale: o.TimeScale, MaxWaiting: o.MaxWaitingRequests, Log: o.Log}
 	if a.l1 != nil {
 		rtCfg.L1Events = a.l1
 	}

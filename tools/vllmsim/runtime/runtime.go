@@ -44,6 +44,9 @@ type Config struct {
 	Engine *engine.Engine
 	// TimeScale > 1 runs faster than real time; 1 is real time.
 	TimeScale float64
+	// MaxWaiting bounds queued requests (memory); Submit refuses more with
+	// ErrOverloaded. 0 means 10000.
+	MaxWaiting int
 	// Optional parts.
 	Events   EventSink
 	L1Events EventSource
@@ -72,6 +75,9 @@ type Runtime struct {
 	streams   map[string]chan Token
 }
 
+// ErrOverloaded is returned by Submit when MaxWaiting requests are queued.
+var ErrOverloaded = errors.New("runtime: too many queued requests")
+
 // New returns a runtime; call Run to start stepping.
 func New(cfg Config) (*Runtime, error) {
 	if cfg.Engine == nil {
@@ -82,6 +88,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxWaiting == 0 {
+		cfg.MaxWaiting = 10000
 	}
 	return &Runtime{
 		cfg:       cfg,
@@ -97,6 +106,9 @@ func New(cfg Config) (*Runtime, error) {
 func (rt *Runtime) Submit(r *engine.Request) (<-chan Token, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	if rt.cfg.Engine.NumWaiting() >= rt.cfg.MaxWaiting {
+		return nil, fmt.Errorf("%w (%d)", ErrOverloaded, rt.cfg.MaxWaiting)
+	}
 	rt.catchUpIdle()
 	r.Arrival = rt.clock
 	if err := rt.cfg.Engine.Add(r); err != nil {

@@ -282,6 +282,8 @@ func submitError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrTooLong), errors.Is(err, engine.ErrEmptyPrompt):
 		return openai.Errorf(http.StatusBadRequest, "%v", err)
+	case errors.Is(err, runtime.ErrOverloaded):
+		return openai.Errorf(http.StatusServiceUnavailable, "%v; retry later", err)
 	default:
 		return openai.Errorf(http.StatusInternalServerError, "%v", err)
 	}

@@ -2,6 +2,7 @@ package timing
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -113,5 +114,17 @@ func TestValidate(t *testing.T) {
 	p.MFU = 1.5
 	if _, err := NewModel(p); err == nil {
 		t.Fatal("MFU 1.5 accepted, want error")
+	}
+}
+
+func TestWriteTableListsEveryPreset(t *testing.T) {
+	var sb strings.Builder
+	if err := WriteTable(&sb, 16, 0.9); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range Names() {
+		if !strings.Contains(sb.String(), n) {
+			t.Errorf("table lacks %s:\n%s", n, sb.String())
+		}
 	}
 }
