@@ -73,9 +73,11 @@ func (p Prompt) MarshalJSON() ([]byte, error) {
 		return json.Marshal(p.Texts[0])
 	case len(p.Texts) > 1:
 		return json.Marshal(p.Texts)
-	case len(p.Tokens) == 1:
+	case len(p.Tokens) == 1 && len(p.Tokens[0]) > 0:
 		return json.Marshal(p.Tokens[0])
-	case len(p.Tokens) > 1:
+	case len(p.Tokens) > 0:
+		// Several lists, or one empty list ("[]" would read back as an
+		// empty prompt).
 		return json.Marshal(p.Tokens)
 	default:
 		return []byte("null"), nil

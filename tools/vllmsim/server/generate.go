@@ -72,8 +72,7 @@ func (s *Server) checkLength(promptLen int, maxTokens *int, def int) (int, error
 
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	var req openai.CompletionRequest
-	if err := s.decode(w, r, &req); err != nil {
-		openai.WriteError(w, err)
+	if !s.decodeOrReply(w, r, &req) {
 		return
 	}
 	j, err := s.completionJob(&req)
@@ -124,8 +123,7 @@ func (s *Server) completionJob(req *openai.CompletionRequest) (*job, error) {
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req openai.ChatCompletionRequest
-	if err := s.decode(w, r, &req); err != nil {
-		openai.WriteError(w, err)
+	if !s.decodeOrReply(w, r, &req) {
 		return
 	}
 	j, err := s.chatJob(&req)

@@ -185,6 +185,16 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// decodeOrReply decodes the body into v and, on failure, writes the error
+// response and reports false.
+func (s *Server) decodeOrReply(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := s.decode(w, r, v); err != nil {
+		openai.WriteError(w, err)
+		return false
+	}
+	return true
+}
+
 // resolveModel returns the served name a request addresses.
 func (s *Server) resolveModel(model string) (string, error) {
 	if model == "" {
@@ -195,6 +205,15 @@ func (s *Server) resolveModel(model string) (string, error) {
 	}
 	return "", &openai.APIError{Status: http.StatusNotFound, Type: openai.TypeNotFound, Param: "model",
 		Message: fmt.Sprintf("The model `%s` does not exist.", model)}
+}
+
+// modelOrReply checks that model is served and, if not, writes the 404.
+func (s *Server) modelOrReply(w http.ResponseWriter, model string) bool {
+	if _, err := s.resolveModel(model); err != nil {
+		openai.WriteError(w, err)
+		return false
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

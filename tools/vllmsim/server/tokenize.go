@@ -8,12 +8,7 @@ import (
 
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req openai.TokenizeRequest
-	if err := s.decode(w, r, &req); err != nil {
-		openai.WriteError(w, err)
-		return
-	}
-	if _, err := s.resolveModel(req.Model); err != nil {
-		openai.WriteError(w, err)
+	if !s.decodeOrReply(w, r, &req) || !s.modelOrReply(w, req.Model) {
 		return
 	}
 	var (
@@ -44,12 +39,7 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 	var req openai.DetokenizeRequest
-	if err := s.decode(w, r, &req); err != nil {
-		openai.WriteError(w, err)
-		return
-	}
-	if _, err := s.resolveModel(req.Model); err != nil {
-		openai.WriteError(w, err)
+	if !s.decodeOrReply(w, r, &req) || !s.modelOrReply(w, req.Model) {
 		return
 	}
 	if err := s.cfg.Tokenizer.Validate(req.Tokens); err != nil {
