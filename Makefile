@@ -83,6 +83,8 @@ test: ## lint, then unit tests, then integration suites (what .ci/run runs)
 
 .PHONY: test-unit
 test-unit: ## go test (with -race where a C compiler exists) over every module but tests/
+	@# The simulator's in-process suite pipes /metrics through promtool.
+	@scripts/install-tools.sh promtool
 	$(if $(RACE),CGO_ENABLED=1) $(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(addsuffix /...,$(UNIT_MODULES))
 
 .PHONY: test-integration

@@ -294,8 +294,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) e
 	hs := &http.Server{
 		Handler:           a.handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.opts.Log.Handler(), slog.LevelWarn),
+		// Bodies are bounded (MaxBodyBytes); a client that trickles one is cut.
+		ReadTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(a.opts.Log.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
