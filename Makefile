@@ -7,6 +7,7 @@
 #   make lint              golangci-lint over every go.work module
 #   make fuzz              every Fuzz* target for FUZZTIME (default 10s) each
 #   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
+#   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
 #   make demo              two simulated workers on loopback, a few requests
 #   make tools             install what lint and tests need (cached outside the repo)
 #   make clean             remove bin/, dist/, leftover test containers and images
@@ -55,7 +56,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## install golangci-lint and promtool (idempotent)
+tools: ## install golangci-lint, promtool and nginx (idempotent)
 	@scripts/install-tools.sh
 
 .PHONY: build
@@ -83,9 +84,12 @@ test: ## lint, then unit tests, then integration suites (what .ci/run runs)
 
 .PHONY: test-unit
 test-unit: ## go test (with -race where a C compiler exists) over every module but tests/
-	@# The simulator's in-process suite pipes /metrics through promtool.
-	@scripts/install-tools.sh promtool
-	$(if $(RACE),CGO_ENABLED=1) $(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(addsuffix /...,$(UNIT_MODULES))
+	@# promtool checks every /metrics exposition; nginx is the bench peer the
+	@# bench suite smoke-tests; envtest's kube-apiserver and etcd serve the
+	@# Kubernetes discovery (and later operator) suites.
+	@scripts/install-tools.sh promtool nginx
+	assets="$$(scripts/install-envtest.sh)"; \
+	$(if $(RACE),CGO_ENABLED=1) KUBEBUILDER_ASSETS="$$assets" $(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(addsuffix /...,$(UNIT_MODULES))
 
 .PHONY: test-integration
 test-integration: ## testcontainers suites in tests/ (needs Docker)
@@ -98,6 +102,17 @@ test-integration: ## testcontainers suites in tests/ (needs Docker)
 .PHONY: fuzz
 fuzz: ## every Fuzz* target for FUZZTIME (default 10s) each
 	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+.PHONY: envtest
+envtest: ## build envtest's kube-apiserver and etcd (once; cached outside the repo)
+	@scripts/install-envtest.sh >/dev/null
+
+BENCH_ROUTER_FLAGS ?=
+
+.PHONY: bench-router
+bench-router: ## router vs nginx: added latency and max RPS -> bench/results/router_overhead.json
+	@scripts/install-tools.sh nginx
+	$(GO) run ./tools/cmd/bench-router $(BENCH_ROUTER_FLAGS)
 
 .PHONY: images
 images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/

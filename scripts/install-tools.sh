@@ -5,7 +5,7 @@
 #   TOOLS_BIN          where Go-built tools go (default ~/.cache/warmpath/bin)
 #   GOLANGCI_VERSION   golangci-lint version (default v2.15.0)
 #
-# Usage: scripts/install-tools.sh [golangci-lint] [promtool]   (no args: all)
+# Usage: scripts/install-tools.sh [golangci-lint] [promtool] [nginx]   (no args: all)
 set -euo pipefail
 
 TOOLS_BIN="${TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/warmpath/bin}"
@@ -60,16 +60,45 @@ install_promtool() {
 	command -v promtool >/dev/null 2>&1
 }
 
+# nginx comes from Debian's nginx package; `make bench-router` and its test
+# start it as the reverse proxy the router is compared with. Only the binary
+# is used, with a config the benchmark writes; the package's own service (on
+# a host with systemd, its default site on port 80) is neither needed nor
+# touched.
+install_nginx() {
+	if command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]]; then
+		return 0
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		log "nginx is missing and apt-get is not available; install nginx by hand"
+		return 1
+	fi
+	local sudo=()
+	if [[ "$(id -u)" != 0 ]]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			log "nginx is missing; run as root or install sudo"
+			return 1
+		fi
+		sudo=(sudo)
+	fi
+	log "installing nginx (Debian package nginx)"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends nginx >/dev/null
+	command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]]
+}
+
 main() {
 	local tools=("$@")
 	if [[ ${#tools[@]} -eq 0 ]]; then
-		tools=(golangci-lint promtool)
+		tools=(golangci-lint promtool nginx)
 	fi
 	local t
 	for t in "${tools[@]}"; do
 		case "$t" in
 		golangci-lint) install_golangci_lint ;;
 		promtool) install_promtool ;;
+		nginx) install_nginx ;;
 		*)
 			log "unknown tool $t"
 			return 2

@@ -1,0 +1,207 @@
+// Command router is warmpath's cache-aware OpenAI-compatible router. It
+// discovers vLLM workers (static list, DNS, or Kubernetes EndpointSlices),
+// health-checks and scrapes them, and routes each request with the
+// configured strategy (prefixaware by default). Every flag can also be set
+// as WARMPATH_ROUTER_<FLAG> (dashes become underscores).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/services/router/internal/app"
+	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/limiter"
+	"github.com/warmpath/warmpath/services/router/internal/probe"
+	"github.com/warmpath/warmpath/services/router/internal/proxy"
+	"github.com/warmpath/warmpath/services/router/internal/strategy"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "router:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	listen := fs.String("listen", "0.0.0.0:8080", "address to serve the OpenAI API on")
+	workers := fs.String("workers", "", "static worker list: comma-separated base URLs (http://host:port)")
+	dnsName := fs.String("dns-name", "", "discover workers from this DNS name (a headless Service)")
+	dnsPort := fs.Int("dns-port", 8000, "worker port for --dns-name")
+	dnsInterval := fs.Duration("dns-interval", 5*time.Second, "how often to re-resolve --dns-name")
+	k8sNamespace := fs.String("k8s-namespace", "", "discover workers from EndpointSlices in this namespace")
+	k8sSelector := fs.String("k8s-selector", "", "label selector for the EndpointSlices (e.g. kubernetes.io/service-name=workers)")
+	k8sPort := fs.String("k8s-port", "http", "worker port name or number in the EndpointSlices")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster)")
+	configPath := fs.String("config", "", "routing configuration file (YAML/JSON), reloaded on change and on SIGHUP")
+	strategyName := fs.String("strategy", "prefixaware", "routing strategy when no --config: prefixaware, session, roundrobin")
+
+	var pc proxy.Config
+	fs.Int64Var(&pc.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body (413 beyond)")
+	fs.DurationVar(&pc.ConnectTimeout, "connect-timeout", 3*time.Second, "timeout to connect to a worker")
+	fs.DurationVar(&pc.TTFBTimeout, "ttfb-timeout", 120*time.Second, "timeout for the first response byte from a worker (504)")
+	fs.DurationVar(&pc.IdleTimeout, "idle-timeout", 60*time.Second, "longest gap between two response chunks")
+	fs.DurationVar(&pc.TotalTimeout, "request-timeout", 10*time.Minute, "timeout for a whole request")
+	fs.IntVar(&pc.MaxRetries, "max-retries", 2, "other workers to try on connect failure or 5xx/429 before the first byte")
+	fs.IntVar(&pc.MaxPerWorker, "max-concurrent-per-worker", 0, "router requests in flight per worker (0 = unlimited)")
+	fs.StringVar(&pc.APIKey, "api-key", "", "require this bearer token from clients")
+	fs.IntVar(&pc.Ejection.ConsecutiveFailures, "eject-after", 3, "eject a worker after this many consecutive failures (0 = never)")
+	fs.DurationVar(&pc.Ejection.BaseDuration, "eject-base", 5*time.Second, "first ejection length (doubles per repeat)")
+	fs.DurationVar(&pc.Ejection.MaxDuration, "eject-max", 2*time.Minute, "longest ejection")
+
+	var lc limiter.Config
+	fs.IntVar(&lc.MaxConcurrent, "max-concurrent-requests", 0, "requests in progress (0 = unlimited); the config file's requestLimits override")
+	fs.IntVar(&lc.MaxQueue, "max-queue-size", 1024, "requests waiting for a slot beyond max-concurrent-requests")
+	fs.IntVar(&lc.OverflowStatus, "overflow-status-code", 429, "status when the queue is full (429 or 503)")
+	fs.DurationVar(&lc.QueueTimeout, "queue-timeout", 30*time.Second, "longest wait for a slot")
+
+	var prc probe.Config
+	fs.DurationVar(&prc.HealthInterval, "health-interval", 2*time.Second, "active health check interval")
+	fs.DurationVar(&prc.ScrapeInterval, "scrape-interval", time.Second, "worker /metrics scrape interval")
+	fs.DurationVar(&prc.Timeout, "probe-timeout", 2*time.Second, "timeout of one health check or scrape")
+
+	pprofAddr := fs.String("pprof-listen", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "time in-flight requests get to finish on SIGTERM")
+	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP trace collector URL (or OTEL_EXPORTER_OTLP_ENDPOINT)")
+	sample := fs.Float64("trace-sample-ratio", 1, "fraction of root requests traced")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "json", "json or text")
+
+	if err := envDefaults(fs); err != nil {
+		return err
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	tp, shutdownTracing, err := telemetry.SetupTracing(ctx, telemetry.TracingConfig{ServiceName: "warmpath-router", OTLPEndpoint: *otlp, SampleRatio: *sample})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
+
+	src, err := source(*workers, *dnsName, *dnsPort, *dnsInterval, *k8sNamespace, *k8sSelector, *k8sPort, *kubeconfig, log)
+	if err != nil {
+		return err
+	}
+	routing := strategy.Defaults()
+	routing.Name = *strategyName
+	a, err := app.New(ctx, app.Options{
+		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
+		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	if *pprofAddr != "" {
+		go servePprof(ctx, *pprofAddr, log)
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			_ = a.Reload()
+		}
+	}()
+	var lcfg net.ListenConfig
+	ln, err := lcfg.Listen(ctx, "tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Handler().(*proxy.Server).Routing().Strategy.Name())
+	return a.Run(ctx, ln, *grace)
+}
+
+// source builds the one configured discovery source.
+func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns, selector, port, kubeconfig string, log *slog.Logger) (discovery.Source, error) {
+	n := 0
+	for _, set := range []bool{workers != "", dnsName != "", ns != "" || selector != ""} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, errors.New("give exactly one discovery source: --workers, --dns-name, or --k8s-namespace with --k8s-selector")
+	}
+	switch {
+	case workers != "":
+		return discovery.Static(discovery.ParseList(workers))
+	case dnsName != "":
+		return discovery.NewDNS(discovery.DNSConfig{Name: dnsName, Port: dnsPort, Interval: dnsInterval, Log: log})
+	}
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: ns, Selector: selector, Port: port, Log: log})
+}
+
+// envDefaults lets WARMPATH_ROUTER_<FLAG> set any flag; flags win.
+func envDefaults(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "WARMPATH_ROUTER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && err == nil {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+			}
+		}
+	})
+	return err
+}
+
+// servePprof exposes the Go profiler on its own listener, never on the API
+// port.
+func servePprof(ctx context.Context, addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("pprof listener", "err", err)
+	}
+}

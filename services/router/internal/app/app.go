@@ -1,0 +1,221 @@
+// Package app assembles the router from its options: discovery, endpoint
+// pool, prober, strategy (hot-reloaded from the config file), limiter,
+// metrics, tracing and the HTTP server. cmd/router only parses flags.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/warmpath/warmpath/services/router/internal/config"
+	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/limiter"
+	"github.com/warmpath/warmpath/services/router/internal/metrics"
+	"github.com/warmpath/warmpath/services/router/internal/pool"
+	"github.com/warmpath/warmpath/services/router/internal/probe"
+	"github.com/warmpath/warmpath/services/router/internal/proxy"
+	"github.com/warmpath/warmpath/services/router/internal/strategy"
+)
+
+// Options configure a router.
+type Options struct {
+	// Discovery produces the worker set.
+	Discovery discovery.Source
+	// ConfigPath is the hot-reloaded routing configuration; empty uses
+	// Routing and Limits as given.
+	ConfigPath string
+	Routing    strategy.Config
+	Limits     limiter.Config
+	Proxy      proxy.Config
+	Probe      probe.Config
+	// Tracer for request spans; nil disables.
+	Tracer trace.Tracer
+	Log    *slog.Logger
+	// Registry to export metrics on; nil creates one served at /metrics.
+	Registry *prometheus.Registry
+}
+
+// App is a running router's parts.
+type App struct {
+	opts    Options
+	pool    *pool.Pool
+	prober  *probe.Prober
+	limiter *limiter.Limiter
+	metrics *metrics.Metrics
+	server  *proxy.Server
+
+	mu      sync.Mutex // serialises reloads
+	current config.File
+}
+
+// New builds a router. The prober's goroutines live until ctx ends.
+func New(ctx context.Context, o Options) (*App, error) {
+	if o.Discovery == nil {
+		return nil, errors.New("app: no discovery source")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("router")
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	a := &App{opts: o, pool: pool.New(), limiter: limiter.New(o.Limits)}
+	a.metrics = metrics.New(o.Registry, a.pool, a.limiter.Stats)
+
+	file := config.File{Config: o.Routing}
+	if o.ConfigPath != "" {
+		f, err := config.Load(o.ConfigPath)
+		if err != nil {
+			return nil, err
+		}
+		file = f
+	}
+	routing, err := a.build(file, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.current = file
+	a.server = proxy.New(o.Proxy, a.pool, a.limiter, a.metrics, o.Tracer, o.Log, routing)
+	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+
+	a.prober = probe.New(ctx, o.Probe, nil, healthLogger{}, o.Log.With("component", "probe"))
+	a.pool.OnAdd = func(ep *pool.Endpoint) {
+		o.Log.Info("worker added", "worker", ep.URL)
+		a.prober.Start(ep)
+	}
+	a.pool.OnRemove = func(ep *pool.Endpoint) {
+		o.Log.Info("worker removed", "worker", ep.URL)
+		a.prober.Stop(ep)
+		if f, ok := a.server.Routing().Strategy.(strategy.Forgetter); ok {
+			f.Forget(ep.URL)
+		}
+	}
+	return a, nil
+}
+
+type healthLogger struct{}
+
+func (healthLogger) HealthChanged(*pool.Endpoint, bool) {}
+
+// build turns a configuration into routing state, keeping the previous
+// strategy (and what it learnt) when its configuration did not change.
+func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) {
+	if f.RequestLimits != nil {
+		lc, err := f.RequestLimits.Limiter()
+		if err != nil {
+			return nil, err
+		}
+		a.limiter.SetConfig(lc)
+	} else {
+		a.limiter.SetConfig(a.opts.Limits)
+	}
+	if prev != nil && reflect.DeepEqual(a.current.Config, f.Config) {
+		return &proxy.Routing{Strategy: prev.Strategy, SessionHeaders: prev.SessionHeaders, Source: f}, nil
+	}
+	s, err := strategy.New(f.Config)
+	if err != nil {
+		return nil, err
+	}
+	return &proxy.Routing{Strategy: s, SessionHeaders: f.Session.KeyHeaders(), Source: f}, nil
+}
+
+// Reload rereads the configuration file; on error the running
+// configuration stays in force. Requests in flight are unaffected.
+func (a *App) Reload() error {
+	if a.opts.ConfigPath == "" {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, err := config.Load(a.opts.ConfigPath)
+	if err == nil {
+		var r *proxy.Routing
+		if r, err = a.build(f, a.server.Routing()); err == nil {
+			a.server.SetRouting(r)
+			a.current = f
+		}
+	}
+	if err != nil {
+		a.metrics.ConfigReloads.WithLabelValues("error").Inc()
+		a.opts.Log.Error("config reload failed; keeping the running configuration", "path", a.opts.ConfigPath, "err", err)
+		return err
+	}
+	a.metrics.ConfigReloads.WithLabelValues("success").Inc()
+	a.opts.Log.Info("config reloaded", "path", a.opts.ConfigPath, "strategy", f.Name)
+	return nil
+}
+
+// Handler returns the HTTP handler.
+func (a *App) Handler() http.Handler { return a.server }
+
+// Pool exposes the endpoint pool (debugging, tests).
+func (a *App) Pool() *pool.Pool { return a.pool }
+
+// Run discovers workers, watches the configuration and serves on ln until
+// ctx ends; then it stops accepting and lets in-flight requests (streams
+// included) finish for up to grace.
+func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.opts.Discovery.Run(runCtx, a.pool.Update); err != nil && runCtx.Err() == nil {
+			errc <- fmt.Errorf("discovery: %w", err)
+		}
+	}()
+	if a.opts.ConfigPath != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := config.Watch(runCtx, a.opts.ConfigPath, a.opts.Log, func() { _ = a.Reload() }); err != nil {
+				a.opts.Log.Error("config watch stopped; reload with SIGHUP", "err", err)
+			}
+		}()
+	}
+	hs := &http.Server{
+		Handler:           a.server,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.opts.Log.Handler(), slog.LevelWarn),
+	}
+	go func() { errc <- hs.Serve(ln) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer stop()
+	if serr := hs.Shutdown(shutdownCtx); serr != nil {
+		a.opts.Log.Warn("shutdown grace period over; closing remaining connections", "err", serr)
+		_ = hs.Close()
+	}
+	cancel()
+	wg.Wait()
+	a.prober.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

@@ -1,0 +1,231 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// sharedPrefixPrompts is the SGLang generated-shared-prefix workload, scaled
+// down: groups × perGroup prompts, each the group's long system prompt plus
+// a unique question, in round-robin order across groups.
+func sharedPrefixPrompts(groups, perGroup int) []string {
+	var out []string
+	for p := range perGroup {
+		for g := range groups {
+			var sb strings.Builder
+			for i := range 120 {
+				fmt.Fprintf(&sb, "group %d system rule %d: answer carefully and cite sources. ", g, i)
+			}
+			fmt.Fprintf(&sb, "Question %d of group %d: what changed?", p, g)
+			out = append(out, sb.String())
+		}
+	}
+	return out
+}
+
+type runResult struct {
+	hitRate      float64
+	maxOverMean  float64
+	perWorkerHit []float64
+}
+
+// runWorkload sends prompts with fixed concurrency through a router using
+// strategy, and measures the workers' prefix-cache hit rate (from their
+// vllm:prefix_cache_* counters) and the balance of the router's in-flight
+// requests per worker (time-averaged, max/mean).
+func runWorkload(t *testing.T, strategyName string, prompts []string) runResult {
+	t.Helper()
+	ws := make([]*worker, 4)
+	for i := range ws {
+		// A GPU cache of 8,000 tokens holds about 4.5 of the 1,700-token group prefixes.
+		ws[i] = startWorker(t, "--num-gpu-blocks-override", "500", "--max-model-len", "4096", "--time-scale", "10")
+	}
+	r := startRouter(t, ws, func(o *Options) { o.Routing.Name = strategyName })
+
+	var sampleMu sync.Mutex
+	inflight := map[string]float64{}
+	samples := 0
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				sampleMu.Lock()
+				for _, ep := range r.app.Pool().All() {
+					inflight[ep.URL] += float64(ep.InFlight())
+				}
+				samples++
+				sampleMu.Unlock()
+			}
+		}
+	}()
+
+	jobs := make(chan string)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range jobs {
+				b, _ := json.Marshal(map[string]any{"model": simModel, "prompt": p, "max_tokens": 8})
+				resp, body := post(t, r.url+"/v1/completions", string(b))
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("status %d: %s", resp.StatusCode, body)
+				}
+			}
+		}()
+	}
+	for _, p := range prompts {
+		jobs <- p
+	}
+	close(jobs)
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+
+	var hits, queries, sum, mx float64
+	res := runResult{}
+	for _, w := range ws {
+		h, q := w.metric(t, "vllm:prefix_cache_hits_total"), w.metric(t, "vllm:prefix_cache_queries_total")
+		hits += h
+		queries += q
+		res.perWorkerHit = append(res.perWorkerHit, h/math.Max(q, 1))
+		avg := inflight[w.url] / float64(samples)
+		sum += avg
+		mx = math.Max(mx, avg)
+	}
+	res.hitRate = hits / queries
+	res.maxOverMean = mx / (sum / float64(len(ws)))
+	return res
+}
+
+// TestPrefixAwareBeatsRoundRobin is the issue's acceptance workload: on a
+// shared-prefix workload over 4 simulated workers, prefixaware's hit rate
+// clearly beats roundrobin's while the load stays balanced.
+func TestPrefixAwareBeatsRoundRobin(t *testing.T) {
+	// 11 groups: not a multiple of the worker count, so round robin cannot
+	// partition groups by accident.
+	prompts := sharedPrefixPrompts(11, 10)
+	rr := runWorkload(t, "roundrobin", prompts)
+	pa := runWorkload(t, "prefixaware", prompts)
+	t.Logf("roundrobin: hit rate %.3f, in-flight max/mean %.2f, per worker %.2f", rr.hitRate, rr.maxOverMean, rr.perWorkerHit)
+	t.Logf("prefixaware: hit rate %.3f, in-flight max/mean %.2f, per worker %.2f", pa.hitRate, pa.maxOverMean, pa.perWorkerHit)
+	if !(pa.hitRate > rr.hitRate+0.15) {
+		t.Errorf("prefixaware hit rate %.3f, want clearly above roundrobin's %.3f (+0.15)", pa.hitRate, rr.hitRate)
+	}
+	if pa.maxOverMean > 1.3 {
+		t.Errorf("prefixaware in-flight max/mean = %.2f, want ≤ 1.3", pa.maxOverMean)
+	}
+}
+
+func TestSessionStickiness(t *testing.T) {
+	ws := []*worker{startWorker(t), startWorker(t), startWorker(t)}
+	r := startRouter(t, ws, func(o *Options) { o.Routing.Name = "session" })
+	count := func() []float64 {
+		out := make([]float64, len(ws))
+		for i, w := range ws {
+			out[i] = w.metric(t, "vllm:request_success_total")
+		}
+		return out
+	}
+	for _, session := range []string{"alice", "bob", "carol"} {
+		before := count()
+		for i := range 5 {
+			resp, body := post(t, r.url+"/v1/completions",
+				fmt.Sprintf(`{"model":%q,"prompt":"turn %d","max_tokens":1}`, simModel, i), "X-Session-Id", session)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+		}
+		after := count()
+		moved := 0
+		for i := range ws {
+			if after[i] != before[i] {
+				moved++
+			}
+		}
+		if moved != 1 {
+			t.Errorf("session %s spread over %d workers, want 1", session, moved)
+		}
+	}
+	// The body's user field is the fallback key.
+	before := count()
+	for i := range 4 {
+		post(t, r.url+"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":"u %d","max_tokens":1,"user":"dave"}`, simModel, i))
+	}
+	after, moved := count(), 0
+	for i := range ws {
+		if after[i] != before[i] {
+			moved++
+		}
+	}
+	if moved != 1 {
+		t.Errorf("user-keyed session spread over %d workers, want 1", moved)
+	}
+}
+
+// TestTracePropagation checks a span per request with the routing facts,
+// and that the worker receives the W3C traceparent of that span.
+func TestTracePropagation(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := trace.NewTracerProvider(trace.WithSpanProcessor(rec))
+	var mu sync.Mutex
+	var seen []string
+	w := startWorker(t)
+	// A header-recording hop in front of the real worker.
+	spy := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/v1/completions" {
+			mu.Lock()
+			seen = append(seen, req.Header.Get("Traceparent"))
+			mu.Unlock()
+		}
+		proxyTo(rw, req, w.url)
+	})}
+	spyW := serveSpy(t, spy)
+	r := startRouter(t, []*worker{spyW}, func(o *Options) { o.Tracer = tp.Tracer("test") })
+	resp, body := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"trace me","max_tokens":1}`,
+		"Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	_ = tp.ForceFlush(context.Background())
+	spans := rec.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no span recorded")
+	}
+	sp := spans[len(spans)-1]
+	if got := sp.SpanContext().TraceID().String(); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("span trace id %s, want the caller's", got)
+	}
+	attrs := map[string]string{}
+	for _, kv := range sp.Attributes() {
+		attrs[string(kv.Key)] = kv.Value.String()
+	}
+	for _, k := range []string{"warmpath.strategy", "warmpath.worker", "warmpath.match_chunks"} {
+		if attrs[k] == "" {
+			t.Errorf("span lacks %s (attrs %v)", k, attrs)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || !strings.HasPrefix(seen[0], "00-4bf92f3577b34da6a3ce929d0e0e4736-") || strings.Contains(seen[0], "00f067aa0ba902b7") {
+		t.Errorf("worker saw traceparent %q, want the same trace with the router's span as parent", seen)
+	}
+}

@@ -1,0 +1,151 @@
+// Package metrics defines the router's Prometheus metrics, all prefixed
+// warmpath_router_. Per-worker gauges (in-flight, health, scraped load) are
+// read from the endpoint pool at scrape time by a collector, so they can
+// never drift from the state the router routes on.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/warmpath/warmpath/services/router/internal/pool"
+)
+
+// Metrics are the router's instruments. Label values come from small
+// sets: worker is a worker base URL (bounded by the pool), strategy a
+// strategy name, code an HTTP status, reason one of the documented reasons.
+type Metrics struct {
+	Requests         *prometheus.CounterVec   // worker, strategy, code
+	TTFT             *prometheus.HistogramVec // strategy
+	Duration         *prometheus.HistogramVec // strategy
+	DecisionDuration *prometheus.HistogramVec // strategy
+	MatchRatio       *prometheus.HistogramVec // strategy
+	Retries          *prometheus.CounterVec   // reason
+	Rejections       *prometheus.CounterVec   // reason
+	Ejections        *prometheus.CounterVec   // worker
+	ConfigReloads    *prometheus.CounterVec   // result
+}
+
+// Reasons used as label values.
+const (
+	ReasonOverflow      = "overflow"       // limiter queue full (429/503)
+	ReasonQueueTimeout  = "queue_timeout"  // waited too long for capacity
+	ReasonNoWorker      = "no_worker"      // no healthy worker serves the model
+	ReasonUnknownModel  = "unknown_model"  // no worker serves the model at all
+	ReasonBodyTooLarge  = "body_too_large" // over the body limit
+	ReasonBadRequest    = "bad_request"    // malformed JSON, missing model
+	ReasonUnauthorized  = "unauthorized"   // router API key mismatch
+	ReasonConnectError  = "connect_error"  // retry: dial failed
+	ReasonUpstream5xx   = "upstream_5xx"   // retry: worker answered 5xx
+	ReasonUpstream429   = "upstream_429"   // retry: worker over capacity
+	ReasonUpstreamError = "upstream_error" // retry: other transport error
+)
+
+// New registers the metrics on reg. queue reports active and queued
+// requests of the limiter.
+func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued int)) *Metrics {
+	f := promauto.With(reg)
+	latency := []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160}
+	m := &Metrics{
+		Requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_requests_total",
+			Help: "Proxied requests by chosen worker, strategy and HTTP status returned to the client (worker is empty when none was chosen).",
+		}, []string{"worker", "strategy", "code"}),
+		TTFT: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmpath_router_ttft_seconds",
+			Help:    "Router-side time to first token: from request arrival to the first byte of the upstream response body.",
+			Buckets: latency,
+		}, []string{"strategy"}),
+		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmpath_router_request_duration_seconds",
+			Help:    "Time from request arrival to the end of the response.",
+			Buckets: latency,
+		}, []string{"strategy"}),
+		DecisionDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmpath_router_routing_decision_duration_seconds",
+			Help:    "Time a strategy took to pick a worker.",
+			Buckets: []float64{1e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 1e-2},
+		}, []string{"strategy"}),
+		MatchRatio: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmpath_router_prefix_match_ratio",
+			Help:    "Fraction of the prompt's chunks believed cached on the chosen worker (cache-aware strategies).",
+			Buckets: []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1},
+		}, []string{"strategy"}),
+		Retries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_retries_total",
+			Help: "Requests retried on another worker before any byte reached the client, by reason (connect_error, upstream_5xx, upstream_429, upstream_error).",
+		}, []string{"reason"}),
+		Rejections: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_rejections_total",
+			Help: "Requests the router answered itself, by reason (overflow, queue_timeout, no_worker, unknown_model, body_too_large, bad_request, unauthorized).",
+		}, []string{"reason"}),
+		Ejections: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_ejections_total",
+			Help: "Passive outlier ejections of a worker after consecutive failures.",
+		}, []string{"worker"}),
+		ConfigReloads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_config_reloads_total",
+			Help: "Routing configuration reloads by result (success, error).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(&poolCollector{pool: p, queue: queue})
+	return m
+}
+
+var (
+	inflightDesc = prometheus.NewDesc("warmpath_router_inflight_requests",
+		"Requests the router has in flight at each worker.", []string{"worker"}, nil)
+	healthyDesc = prometheus.NewDesc("warmpath_router_worker_healthy",
+		"1 when the worker passes active health checks and is not ejected, else 0.", []string{"worker"}, nil)
+	loadDesc = prometheus.NewDesc("warmpath_router_worker_scraped_requests",
+		"Requests the worker last reported, by state (running, waiting).", []string{"worker", "state"}, nil)
+	kvDesc = prometheus.NewDesc("warmpath_router_worker_kv_cache_usage_ratio",
+		"The worker's last scraped vllm:kv_cache_usage_perc (0..1).", []string{"worker"}, nil)
+	activeDesc = prometheus.NewDesc("warmpath_router_active_requests",
+		"Requests holding a router concurrency slot.", nil, nil)
+	queuedDesc = prometheus.NewDesc("warmpath_router_queued_requests",
+		"Requests waiting for a router concurrency slot.", nil, nil)
+	workersDesc = prometheus.NewDesc("warmpath_router_workers",
+		"Discovered workers.", nil, nil)
+)
+
+type poolCollector struct {
+	pool  *pool.Pool
+	queue func() (int, int)
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{inflightDesc, healthyDesc, loadDesc, kvDesc, activeDesc, queuedDesc, workersDesc} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	eps := c.pool.All()
+	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(len(eps)))
+	for _, ep := range eps {
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(ep.InFlight()), ep.URL)
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, b2f(ep.Available()), ep.URL)
+		s := ep.Stats()
+		ch <- prometheus.MustNewConstMetric(loadDesc, prometheus.GaugeValue, float64(s.Running), ep.URL, "running")
+		ch <- prometheus.MustNewConstMetric(loadDesc, prometheus.GaugeValue, float64(s.Waiting), ep.URL, "waiting")
+		ch <- prometheus.MustNewConstMetric(kvDesc, prometheus.GaugeValue, s.KVCacheUsage, ep.URL)
+	}
+	if c.queue != nil {
+		a, q := c.queue()
+		ch <- prometheus.MustNewConstMetric(activeDesc, prometheus.GaugeValue, float64(a))
+		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(q))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Code formats an HTTP status as a label value.
+func Code(status int) string { return strconv.Itoa(status) }

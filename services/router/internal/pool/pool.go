@@ -1,0 +1,253 @@
+// Package pool holds the router's live view of its workers: one Endpoint
+// per discovered URL with its health, ejection state, in-flight count and
+// the load and models last scraped from it. Endpoint state lives apart from
+// routing configuration, so a strategy reload never resets load or health
+// (the pattern of Caddy's reverse-proxy hosts).
+package pool
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/discovery"
+)
+
+// Stats is what the router last scraped from a worker.
+type Stats struct {
+	Running, Waiting int
+	// InFlightAtScrape is the router's in-flight count at this worker when
+	// the scrape answered, so the external share of Running+Waiting can be
+	// told apart from the router's own requests.
+	InFlightAtScrape        int
+	KVCacheUsage            float64
+	BlockSize, NumGPUBlocks int
+	ScrapedAt               time.Time
+}
+
+// Ejection configures passive outlier ejection.
+type Ejection struct {
+	// ConsecutiveFailures ejects an endpoint after this many failed
+	// requests in a row (connect errors, 5xx); 0 disables ejection.
+	ConsecutiveFailures int
+	// BaseDuration is the first ejection's length; each further ejection
+	// without a success in between doubles it, up to MaxDuration.
+	BaseDuration, MaxDuration time.Duration
+}
+
+// Endpoint is one worker. Its methods are safe for concurrent use; an
+// Endpoint must not be copied.
+type Endpoint struct {
+	URL  string
+	Name string
+
+	inflight atomic.Int64
+	// healthy is the active health check's verdict; a new endpoint starts
+	// unhealthy until its first check passes.
+	healthy atomic.Bool
+	stats   atomic.Pointer[Stats]
+	models  atomic.Pointer[[]string]
+
+	mu           sync.Mutex // guards the ejection fields
+	failures     int
+	ejectedUntil time.Time
+	ejections    int // consecutive ejections, for backoff
+	totalEjected uint64
+}
+
+// NewEndpoint returns an endpoint in its initial, unhealthy state.
+func NewEndpoint(url, name string) *Endpoint {
+	return &Endpoint{URL: url, Name: name}
+}
+
+// InFlight returns the router's requests currently at this endpoint.
+func (e *Endpoint) InFlight() int { return int(e.inflight.Load()) }
+
+// Acquire counts a request in flight; call the returned func when it ends.
+func (e *Endpoint) Acquire() (release func()) {
+	e.inflight.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { e.inflight.Add(-1) }) }
+}
+
+// SetHealthy records an active health-check verdict. A passing check also
+// ends an ejection whose time is up (the endpoint is probed back in).
+func (e *Endpoint) SetHealthy(ok bool, now time.Time) {
+	e.healthy.Store(ok)
+	if ok {
+		e.mu.Lock()
+		if !e.ejectedUntil.IsZero() && !now.Before(e.ejectedUntil) {
+			e.ejectedUntil = time.Time{}
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Healthy reports the last active health-check verdict.
+func (e *Endpoint) Healthy() bool { return e.healthy.Load() }
+
+// Ejected reports whether passive ejection currently excludes the endpoint.
+func (e *Endpoint) Ejected() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.ejectedUntil.IsZero()
+}
+
+// EjectedUntil returns when the current ejection ends (zero if none).
+func (e *Endpoint) EjectedUntil() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ejectedUntil
+}
+
+// Available reports whether requests may be sent: healthy and not ejected.
+func (e *Endpoint) Available() bool { return e.Healthy() && !e.Ejected() }
+
+// RecordSuccess resets the failure streak and the ejection backoff.
+func (e *Endpoint) RecordSuccess() {
+	e.mu.Lock()
+	e.failures = 0
+	e.ejections = 0
+	e.mu.Unlock()
+}
+
+// RecordFailure counts a failed request and reports whether it ejected the
+// endpoint. An ejected endpoint returns only after its ejection time has
+// passed and an active health check succeeds.
+func (e *Endpoint) RecordFailure(cfg Ejection, now time.Time) bool {
+	if cfg.ConsecutiveFailures <= 0 {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.failures++
+	if e.failures < cfg.ConsecutiveFailures || !e.ejectedUntil.IsZero() {
+		return false
+	}
+	d := cfg.BaseDuration << min(e.ejections, 16)
+	if cfg.MaxDuration > 0 && (d > cfg.MaxDuration || d <= 0) {
+		d = cfg.MaxDuration
+	}
+	e.ejectedUntil = now.Add(d)
+	e.ejections++
+	e.failures = 0
+	e.totalEjected++
+	return true
+}
+
+// TotalEjections counts ejections since the endpoint appeared.
+func (e *Endpoint) TotalEjections() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.totalEjected
+}
+
+// External returns the load at the worker the router did not send, as of
+// the last scrape.
+func (s Stats) External() int {
+	return max(0, s.Running+s.Waiting-s.InFlightAtScrape)
+}
+
+// SetStats records scraped load.
+func (e *Endpoint) SetStats(s Stats) { e.stats.Store(&s) }
+
+// Stats returns the last scraped load (zero before the first scrape).
+func (e *Endpoint) Stats() Stats {
+	if s := e.stats.Load(); s != nil {
+		return *s
+	}
+	return Stats{}
+}
+
+// SetModels records the models the worker serves (from /v1/models).
+func (e *Endpoint) SetModels(models []string) {
+	m := slices.Clone(models)
+	sort.Strings(m)
+	e.models.Store(&m)
+}
+
+// Models returns the served models; nil before the first successful fetch.
+func (e *Endpoint) Models() []string {
+	if m := e.models.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// Serves reports whether the worker serves model.
+func (e *Endpoint) Serves(model string) bool {
+	_, ok := slices.BinarySearch(e.Models(), model)
+	return ok
+}
+
+// Pool is the set of endpoints, keyed by URL. It is safe for concurrent use.
+type Pool struct {
+	mu   sync.RWMutex
+	eps  map[string]*Endpoint
+	list []*Endpoint // sorted by URL; replaced, never mutated
+
+	// OnAdd and OnRemove, when set before the first Update, are called
+	// (outside the lock) for endpoints entering and leaving the pool.
+	OnAdd    func(*Endpoint)
+	OnRemove func(*Endpoint)
+}
+
+// New returns an empty pool.
+func New() *Pool { return &Pool{eps: make(map[string]*Endpoint)} }
+
+// Update makes the pool's set equal targets: new URLs are added (initially
+// unhealthy), missing ones removed at once, existing ones keep their state.
+func (p *Pool) Update(targets []discovery.Target) {
+	want := make(map[string]discovery.Target, len(targets))
+	for _, t := range targets {
+		want[t.URL] = t
+	}
+	var added, removed []*Endpoint
+	p.mu.Lock()
+	for url, ep := range p.eps {
+		if _, ok := want[url]; !ok {
+			delete(p.eps, url)
+			removed = append(removed, ep)
+		}
+	}
+	for url, t := range want {
+		if _, ok := p.eps[url]; !ok {
+			ep := NewEndpoint(url, t.Name)
+			p.eps[url] = ep
+			added = append(added, ep)
+		}
+	}
+	list := make([]*Endpoint, 0, len(p.eps))
+	for _, ep := range p.eps {
+		list = append(list, ep)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].URL < list[j].URL })
+	p.list = list
+	p.mu.Unlock()
+	for _, ep := range removed {
+		if p.OnRemove != nil {
+			p.OnRemove(ep)
+		}
+	}
+	for _, ep := range added {
+		if p.OnAdd != nil {
+			p.OnAdd(ep)
+		}
+	}
+}
+
+// All returns every endpoint, sorted by URL. The slice must not be modified.
+func (p *Pool) All() []*Endpoint {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.list
+}
+
+// Get returns the endpoint with url, or nil.
+func (p *Pool) Get(url string) *Endpoint {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.eps[url]
+}

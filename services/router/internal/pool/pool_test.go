@@ -1,0 +1,109 @@
+package pool
+
+import (
+	"testing"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/discovery"
+)
+
+func TestEjectionBackoffAndProbeBack(t *testing.T) {
+	cfg := Ejection{ConsecutiveFailures: 2, BaseDuration: time.Second, MaxDuration: 3 * time.Second}
+	ep := NewEndpoint("http://w", "")
+	now := time.Unix(1000, 0)
+	ep.SetHealthy(true, now)
+	if ep.RecordFailure(cfg, now) {
+		t.Fatal("ejected after 1 failure, want 2")
+	}
+	if !ep.RecordFailure(cfg, now) || !ep.Ejected() || ep.Available() {
+		t.Fatal("not ejected after 2 consecutive failures")
+	}
+	if got, want := ep.EjectedUntil(), now.Add(time.Second); !got.Equal(want) {
+		t.Fatalf("ejected until %v, want %v", got, want)
+	}
+	// A passing health check before the ejection ends does not readmit.
+	ep.SetHealthy(true, now.Add(500*time.Millisecond))
+	if !ep.Ejected() {
+		t.Fatal("readmitted before the ejection ended")
+	}
+	// After it ends, a passing check probes it back in.
+	ep.SetHealthy(true, now.Add(time.Second))
+	if ep.Ejected() || !ep.Available() {
+		t.Fatal("not readmitted by a passing check after the ejection")
+	}
+	// Without a success in between, the next ejection doubles, capped.
+	tests := []time.Duration{2 * time.Second, 3 * time.Second, 3 * time.Second}
+	for i, want := range tests {
+		ep.RecordFailure(cfg, now)
+		ep.RecordFailure(cfg, now)
+		if got := ep.EjectedUntil().Sub(now); got != want {
+			t.Fatalf("ejection %d lasted %v, want %v", i+2, got, want)
+		}
+		ep.SetHealthy(true, now.Add(time.Hour))
+	}
+	// A success resets the backoff.
+	ep.RecordSuccess()
+	ep.RecordFailure(cfg, now)
+	ep.RecordFailure(cfg, now)
+	if got := ep.EjectedUntil().Sub(now); got != time.Second {
+		t.Fatalf("after a success the ejection lasted %v, want 1s", got)
+	}
+	if got := ep.TotalEjections(); got != 5 {
+		t.Fatalf("TotalEjections = %d, want 5", got)
+	}
+}
+
+func TestEjectionDisabled(t *testing.T) {
+	ep := NewEndpoint("http://w", "")
+	for range 10 {
+		if ep.RecordFailure(Ejection{}, time.Now()) {
+			t.Fatal("ejected with ejection disabled")
+		}
+	}
+}
+
+func TestPoolUpdate(t *testing.T) {
+	p := New()
+	var added, removed []string
+	p.OnAdd = func(e *Endpoint) { added = append(added, e.URL) }
+	p.OnRemove = func(e *Endpoint) { removed = append(removed, e.URL) }
+	p.Update([]discovery.Target{{URL: "http://b"}, {URL: "http://a"}})
+	a := p.Get("http://a")
+	rel := a.Acquire()
+	p.Update([]discovery.Target{{URL: "http://a"}, {URL: "http://c"}})
+	if p.Get("http://a") != a || a.InFlight() != 1 {
+		t.Fatal("a surviving endpoint lost its state across an update")
+	}
+	if p.Get("http://b") != nil {
+		t.Fatal("removed endpoint still in the pool")
+	}
+	var urls []string
+	for _, e := range p.All() {
+		urls = append(urls, e.URL)
+	}
+	if len(urls) != 2 || urls[0] != "http://a" || urls[1] != "http://c" {
+		t.Fatalf("All = %v, want [http://a http://c]", urls)
+	}
+	if len(added) != 3 || len(removed) != 1 || removed[0] != "http://b" {
+		t.Fatalf("added %v removed %v", added, removed)
+	}
+	if a.Available() {
+		t.Fatal("new endpoint available before its first health check")
+	}
+	rel()
+	rel()
+	if a.InFlight() != 0 {
+		t.Fatalf("in-flight %d after release, want 0", a.InFlight())
+	}
+}
+
+func TestModels(t *testing.T) {
+	ep := NewEndpoint("http://w", "")
+	if ep.Serves("m") || ep.Models() != nil {
+		t.Fatal("serves a model before any fetch")
+	}
+	ep.SetModels([]string{"z", "m"})
+	if !ep.Serves("m") || !ep.Serves("z") || ep.Serves("x") {
+		t.Fatalf("Serves wrong for %v", ep.Models())
+	}
+}

@@ -1,0 +1,291 @@
+// Package probe watches each worker actively: it checks GET /health, reads
+// the served models from GET /v1/models and scrapes GET /metrics for load
+// (vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc) and cache geometry (vllm:cache_config_info),
+// writing the results into the endpoint's live state.
+package probe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/warmpath/warmpath/services/router/internal/pool"
+)
+
+// Config sets the probing cadence. Zero fields take the defaults.
+type Config struct {
+	HealthInterval time.Duration // 2s
+	ScrapeInterval time.Duration // 1s
+	ModelsInterval time.Duration // 30s (and at every health check while unknown)
+	Timeout        time.Duration // per probe, 2s
+	// MaxBody bounds what is read from a probe response (4 MiB).
+	MaxBody int64
+}
+
+func (c *Config) defaults() {
+	if c.HealthInterval <= 0 {
+		c.HealthInterval = 2 * time.Second
+	}
+	if c.ScrapeInterval <= 0 {
+		c.ScrapeInterval = time.Second
+	}
+	if c.ModelsInterval <= 0 {
+		c.ModelsInterval = 30 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Second
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 4 << 20
+	}
+}
+
+// Observer is told about health transitions (metrics, logs).
+type Observer interface {
+	HealthChanged(ep *pool.Endpoint, healthy bool)
+}
+
+// Prober runs one probing goroutine per endpoint.
+type Prober struct {
+	cfg    Config
+	client *http.Client
+	log    *slog.Logger
+	obs    Observer
+
+	mu      sync.Mutex
+	cancels map[*pool.Endpoint]context.CancelFunc
+	ctx     context.Context
+	wg      sync.WaitGroup
+}
+
+// New returns a prober whose goroutines live until ctx ends or Stop.
+func New(ctx context.Context, cfg Config, client *http.Client, obs Observer, log *slog.Logger) *Prober {
+	cfg.defaults()
+	if client == nil {
+		client = &http.Client{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Prober{cfg: cfg, client: client, log: log, obs: obs, cancels: make(map[*pool.Endpoint]context.CancelFunc), ctx: ctx}
+}
+
+// Start begins probing ep (idempotent).
+func (p *Prober) Start(ep *pool.Endpoint) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.cancels[ep]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	p.cancels[ep] = cancel
+	p.wg.Add(1)
+	go p.loop(ctx, ep)
+}
+
+// Stop ends probing of ep.
+func (p *Prober) Stop(ep *pool.Endpoint) {
+	p.mu.Lock()
+	cancel, ok := p.cancels[ep]
+	delete(p.cancels, ep)
+	p.mu.Unlock()
+	if ok {
+		cancel()
+	}
+}
+
+// Wait blocks until every probing goroutine has ended.
+func (p *Prober) Wait() { p.wg.Wait() }
+
+func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
+	defer p.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("probe loop panicked", "endpoint", ep.URL, "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	health := time.NewTicker(p.cfg.HealthInterval)
+	defer health.Stop()
+	scrape := time.NewTicker(p.cfg.ScrapeInterval)
+	defer scrape.Stop()
+	var lastModels time.Time
+	check := func() {
+		ok := p.checkHealth(ctx, ep)
+		if ok && (ep.Models() == nil || time.Since(lastModels) >= p.cfg.ModelsInterval) {
+			if err := p.fetchModels(ctx, ep); err != nil {
+				p.log.Warn("fetch models", "endpoint", ep.URL, "err", err)
+			} else {
+				lastModels = time.Now()
+			}
+		}
+	}
+	check()
+	p.scrape(ctx, ep)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-health.C:
+			check()
+		case <-scrape.C:
+			p.scrape(ctx, ep)
+		}
+	}
+}
+
+func (p *Prober) get(ctx context.Context, url string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, p.cfg.MaxBody))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+	}
+	return body, nil
+}
+
+func (p *Prober) checkHealth(ctx context.Context, ep *pool.Endpoint) bool {
+	_, err := p.get(ctx, ep.URL+"/health")
+	ok := err == nil
+	was := ep.Healthy()
+	ep.SetHealthy(ok, time.Now())
+	if ok != was {
+		if ok {
+			p.log.Info("endpoint healthy", "endpoint", ep.URL)
+		} else {
+			p.log.Warn("endpoint unhealthy", "endpoint", ep.URL, "err", err)
+		}
+		if p.obs != nil {
+			p.obs.HealthChanged(ep, ok)
+		}
+	}
+	return ok
+}
+
+func (p *Prober) fetchModels(ctx context.Context, ep *pool.Endpoint) error {
+	body, err := p.get(ctx, ep.URL+"/v1/models")
+	if err != nil {
+		return err
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return fmt.Errorf("decode /v1/models: %w", err)
+	}
+	models := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		if m.ID != "" {
+			models = append(models, m.ID)
+		}
+	}
+	ep.SetModels(models)
+	return nil
+}
+
+func (p *Prober) scrape(ctx context.Context, ep *pool.Endpoint) {
+	body, err := p.get(ctx, ep.URL+"/metrics")
+	inflight := ep.InFlight()
+	if err != nil {
+		p.log.Debug("scrape", "endpoint", ep.URL, "err", err)
+		return
+	}
+	s, err := ParseMetrics(body)
+	if err != nil {
+		p.log.Warn("parse worker metrics", "endpoint", ep.URL, "err", err)
+		return
+	}
+	s.ScrapedAt = time.Now()
+	s.InFlightAtScrape = inflight
+	ep.SetStats(s)
+}
+
+// ParseMetrics extracts load and cache geometry from a worker's Prometheus
+// text exposition. Samples of one family are summed across label sets
+// (e.g. several engines); missing families leave zeros.
+func ParseMetrics(body []byte) (pool.Stats, error) {
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return pool.Stats{}, fmt.Errorf("probe: parse metrics: %w", err)
+	}
+	var s pool.Stats
+	s.Running = int(sum(fams["vllm:num_requests_running"]))
+	s.Waiting = int(sum(fams["vllm:num_requests_waiting"]))
+	if f, ok := fams["vllm:kv_cache_usage_perc"]; ok {
+		s.KVCacheUsage = maxValue(f)
+	} else {
+		s.KVCacheUsage = maxValue(fams["vllm:gpu_cache_usage_perc"]) // before vLLM 0.10
+	}
+	if f := fams["vllm:cache_config_info"]; f != nil {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				v, err := strconv.Atoi(l.GetValue())
+				if err != nil {
+					continue
+				}
+				switch l.GetName() {
+				case "block_size":
+					s.BlockSize = v
+				case "num_gpu_blocks":
+					s.NumGPUBlocks += v
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetUntyped() != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return 0
+}
+
+func sum(f *dto.MetricFamily) float64 {
+	var t float64
+	for _, m := range f.GetMetric() {
+		t += value(m)
+	}
+	return t
+}
+
+func maxValue(f *dto.MetricFamily) float64 {
+	var t float64
+	for _, m := range f.GetMetric() {
+		t = max(t, value(m))
+	}
+	return t
+}

@@ -1,0 +1,98 @@
+package strategy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Strategy names, as in Config.Name and Strategy.Name.
+const (
+	NameRoundRobin  = "roundrobin"
+	NameSession     = "session"
+	NamePrefixAware = "prefixaware"
+	// NameKVAware is reserved for exact, token-level cache-aware routing;
+	// New rejects it until it is implemented.
+	NameKVAware = "kvaware"
+)
+
+// Names lists the strategies New can build.
+var Names = []string{NameRoundRobin, NameSession, NamePrefixAware}
+
+// Config selects a strategy and holds every strategy's parameters, so the
+// router's configuration file can switch strategy without losing the
+// others' settings. In a file (sigs.k8s.io/yaml, i.e. the json tags):
+//
+//	strategy: prefixaware          # roundrobin | session | prefixaware
+//	prefixAware: {chunkSize: 128, charsPerToken: 4, fallbackCapacityTokens: 200000, maxChunksPerEndpoint: 262144}
+//	session: {headers: [x-session-id, x-user-id], loadFactor: 1.25}
+//	loadGuard: {window: 1, ratio: 0.2}
+//
+// Start from Defaults(). Zero fields of PrefixAware and Session mean their
+// defaults; LoadGuard's zero values are literal (no slack: only the
+// least-loaded endpoints are eligible).
+type Config struct {
+	// Name is the strategy: one of Names (default "prefixaware").
+	Name string `json:"strategy" yaml:"strategy"`
+	// PrefixAware configures prefixaware, and session's keyless fallback.
+	PrefixAware PrefixAwareConfig `json:"prefixAware" yaml:"prefixAware"`
+	// Session configures session.
+	Session SessionConfig `json:"session" yaml:"session"`
+	// LoadGuard bounds the cache-aware strategies' choice by load.
+	LoadGuard LoadGuardConfig `json:"loadGuard" yaml:"loadGuard"`
+}
+
+// Defaults returns the default configuration: prefixaware; chunks of 128
+// bytes, 4 chars per token, 200000 tokens assumed for a worker whose
+// capacity is unknown, at most 262144 chunks per worker; session headers
+// x-session-id and x-user-id with load factor 1.25; load guard window 1
+// request, ratio 0.2.
+func Defaults() Config {
+	return Config{
+		Name:        NamePrefixAware,
+		PrefixAware: PrefixAwareConfig{}.withDefaults(),
+		Session:     SessionConfig{}.withDefaults(),
+		LoadGuard:   LoadGuardConfig{Window: 1, Ratio: 0.2},
+	}
+}
+
+// Validate reports the first invalid setting, naming it as in the file.
+// Every part is checked, not only the selected strategy's, so a mistake
+// does not lurk until the strategy is switched.
+func (c Config) Validate() error {
+	switch c.Name {
+	case NameRoundRobin, NameSession, NamePrefixAware:
+	case NameKVAware:
+		return errorf("strategy %q is not implemented yet; use one of %s", c.Name, strings.Join(Names, ", "))
+	default:
+		return errorf("unknown strategy %q; valid strategies: %s", c.Name, strings.Join(Names, ", "))
+	}
+	if err := c.PrefixAware.withDefaults().validate(); err != nil {
+		return err
+	}
+	if err := c.Session.withDefaults().validate(); err != nil {
+		return err
+	}
+	return c.LoadGuard.validate()
+}
+
+// New validates cfg and builds the strategy it names, with fresh state.
+// The result is safe for concurrent use; prefixaware and session also
+// implement Forgetter and Inspector.
+func New(cfg Config) (Strategy, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	switch cfg.Name {
+	case NameRoundRobin:
+		return NewRoundRobin(), nil
+	case NameSession:
+		return NewSession(cfg.Session, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard)), nil
+	default:
+		return NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard), nil
+	}
+}
+
+// errorf formats a configuration error with the package prefix.
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("strategy: "+format, args...)
+}

@@ -1,0 +1,169 @@
+package routerbench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Proxy is a reverse proxy the benchmark started as a child process (nginx
+// or the router) and measures through its URL.
+type Proxy struct {
+	// Name is "nginx" or "router".
+	Name string
+	// URL is the proxy's base URL, http://127.0.0.1:<port>.
+	URL string
+	// Version identifies what ran: nginx's own report ("nginx/1.22.1"), the
+	// router binary's path, or "go build <package>" for a router built by
+	// the run.
+	Version string
+	proc    *process
+}
+
+// Stop ends the proxy: SIGTERM, then SIGKILL to its process group after
+// grace. It is safe to call more than once.
+func (p *Proxy) Stop(grace time.Duration) error { return p.proc.stop(grace) }
+
+// process is a child process with stdout and stderr in a log file. Its
+// exit is observed by one goroutine that closes exited.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+	waitErr error // set before exited is closed
+}
+
+// startProcess starts argv in its own process group with output to
+// dir/<name>.log. On Linux the child gets SIGTERM should the benchmark die
+// without stopping it.
+func startProcess(name, dir string, argv []string, env []string) (*process, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: create log: %w", name, err)
+	}
+	defer func() { _ = logf.Close() }() // the child keeps its own descriptor
+	// The child outlives no context of ours: stop ends it explicitly, and
+	// Pdeathsig covers the benchmark itself dying.
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // lifetime managed by process.stop
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: start %s: %w", name, argv[0], err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// waitReady polls url until it answers 200, the process exits, timeout
+// passes or ctx ends.
+func (p *process) waitReady(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		last = probe(ctx, client, url)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			exit := p.waitErr
+			if exit == nil {
+				exit = errors.New("exit status 0")
+			}
+			return fmt.Errorf("%s exited before it was ready (%w); log:\n%s", p.name, exit, p.logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s after %v (last: %w); log:\n%s", p.name, url, timeout, last, p.logTail())
+		case <-tick.C:
+		}
+	}
+}
+
+func probe(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// stop sends SIGTERM, waits up to grace, then kills the process group. An
+// exit caused by the SIGTERM is not an error.
+func (p *process) stop(grace time.Duration) error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
+	return fmt.Errorf("%s: did not stop within %v after SIGTERM; killed", p.name, grace)
+}
+
+// logTail returns the last 2 KiB of the process's log.
+func (p *process) logTail() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return s
+	}
+	return "(empty)"
+}
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago. Another process may take it before the child binds it; the child
+// then fails to start and says so in its log.
+func freeAddr(ctx context.Context) (string, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}

@@ -1,0 +1,88 @@
+package routerbench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// RouterPackage is the router's main package, built when no binary is given.
+const RouterPackage = "github.com/warmpath/warmpath/services/router/cmd/router"
+
+// RouterConfig says how to run the router.
+type RouterConfig struct {
+	// Bin is a router binary; empty builds RouterPackage into Dir.
+	Bin string
+	// Strategy is passed as --strategy (prefixaware by default).
+	Strategy string
+	// Args are extra flags appended to the router's command line.
+	Args []string
+	// Workers are the fake workers' base URLs, passed as --workers.
+	Workers []string
+	// Dir holds the built binary and the router's log.
+	Dir string
+	// ReadyTimeout bounds the wait for GET /ready to answer 200.
+	ReadyTimeout time.Duration
+}
+
+// BuildRouter builds RouterPackage into dir with the go command on PATH and
+// returns the binary's path. It must run inside the warmpath workspace (the
+// current directory or one below it holds go.work), as `make` and `go test`
+// do; elsewhere pass a binary instead.
+func BuildRouter(ctx context.Context, dir string) (string, error) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("routerbench: build router: no go command on PATH (or pass --router-bin): %w", err)
+	}
+	out := filepath.Join(dir, "router")
+	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-buildvcs=false", "-o", out, RouterPackage)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("routerbench: go build %s: %w\n%s", RouterPackage, err, bytes.TrimSpace(msg))
+	}
+	return out, nil
+}
+
+// StartRouter starts the router (building it first when c.Bin is empty) on
+// a free loopback port in front of c.Workers and returns once GET /ready
+// answers 200, which the router does after a health check has passed.
+func StartRouter(ctx context.Context, c RouterConfig) (*Proxy, error) {
+	bin, version := c.Bin, c.Bin
+	if bin == "" {
+		var err error
+		if bin, err = BuildRouter(ctx, c.Dir); err != nil {
+			return nil, err
+		}
+		version = "go build " + RouterPackage
+	}
+	listen, err := freeAddr(ctx)
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{bin,
+		"--listen", listen,
+		"--workers", strings.Join(c.Workers, ","),
+		"--strategy", c.Strategy,
+		"--log-level", "warn",
+	}
+	argv = append(argv, c.Args...)
+	proc, err := startProcess("router", c.Dir, argv, nil)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Name: "router", URL: "http://" + listen, Version: version, proc: proc}
+	timeout := c.ReadyTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	if err := proc.waitReady(ctx, p.URL+"/ready", timeout); err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, fmt.Errorf("routerbench: %w", err)
+	}
+	return p, nil
+}
