@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# demo.sh shows prefix caching on two simulated vLLM workers, on loopback.
-#
-# It builds tools/cmd/vllm-sim, starts two workers on 127.0.0.1:8101 and
-# 127.0.0.1:8102, sends one long shared prompt twice to each, prints each
-# response's usage (the repeat is served from the worker's prefix cache) and a
-# summary, then stops the workers. Until the router exists the requests go to
-# the workers directly: the second worker misses on its first request because
-# nothing routed the prompt to the worker that already had it.
+# demo.sh runs the local stack on simulated workers, on loopback: two vllm-sim
+# workers (127.0.0.1:8101, :8102, with the LMCache emulation) behind the
+# warmpath router (127.0.0.1:8100, prefixaware). It sends three long
+# "documents", each asked about twice, through the router, prints each
+# response's usage and latency (the repeat lands on the worker that already
+# holds the document's KV blocks), the workers' and the router's metrics, and
+# stops everything.
 #
 #   DEMO_MODEL       model name the workers serve (default warmpath/demo-model)
 #   DEMO_TIME_SCALE  simulator speed-up over real GPU time (default 10)
@@ -18,6 +17,9 @@ TIME_SCALE="${DEMO_TIME_SCALE:-10}"
 PORTS=(8101 8102)
 SIM_PKG=./tools/cmd/vllm-sim
 BIN=bin/vllm-sim
+ROUTER_PKG=./services/router/cmd/router
+ROUTER_BIN=bin/router
+ROUTER_PORT=8100
 
 if [[ -t 1 ]]; then
 	say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -32,9 +34,10 @@ die() {
 command -v curl >/dev/null || die "curl is required (apt-get install curl)"
 [[ -d "$SIM_PKG" ]] || die "$SIM_PKG does not exist yet"
 
-say "building vllm-sim"
+say "building vllm-sim and the router"
 mkdir -p bin
 CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$BIN" "$SIM_PKG"
+CGO_ENABLED=0 go build -trimpath -buildvcs=false -o "$ROUTER_BIN" "$ROUTER_PKG"
 
 logdir="$(mktemp -d)"
 pids=()
@@ -51,7 +54,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-for port in "${PORTS[@]}"; do
+for port in "${PORTS[@]}" "$ROUTER_PORT"; do
 	if curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/"; then
 		die "port $port is already in use; stop whatever listens there"
 	fi
@@ -81,62 +84,79 @@ for i in "${!PORTS[@]}"; do
 	die "worker on port $port did not become healthy in 10s"
 done
 
-# A long shared "system prompt" (~2,000 tokens), as many chat sessions send.
+say "starting the router on 127.0.0.1:$ROUTER_PORT (prefixaware)"
+"$ROUTER_BIN" --listen "127.0.0.1:$ROUTER_PORT" --log-format text --log-level warn \
+	--workers "http://127.0.0.1:${PORTS[0]},http://127.0.0.1:${PORTS[1]}" \
+	>"$logdir/router.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 100); do
+	if curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$ROUTER_PORT/ready"; then
+		break
+	fi
+	sleep 0.1
+done
+curl -sf -o /dev/null "http://127.0.0.1:$ROUTER_PORT/ready" || { cat "$logdir/router.log" >&2; die "router not ready in 10s"; }
+# The first scrape tells the router each worker's cache size; give it a beat.
+sleep 1.2
+
+# Three long "documents" (~2,000 tokens each), as document-QA clients send.
 words=(you are a careful assistant for the warmpath project answer questions about
 	tiered kv caching and cache aware routing in front of vllm workers cite the
 	documentation when you can and keep every answer short and precise)
-prompt=""
-for i in $(seq 0 1999); do
-	prompt+="${words[$((i * 7 % ${#words[@]}))]} "
-done
-prompt+="Question: why does the second request start faster?"
+document() {
+	local d="$1" i text=""
+	for i in $(seq 0 1999); do
+		text+="${words[$(((i * 7 + d * 13) % ${#words[@]}))]} "
+	done
+	printf 'Document %s. %s' "$d" "$text"
+}
 
 field() { grep -o "\"$1\":[0-9]*" <<<"$2" | head -n1 | cut -d: -f2; }
 
 rows=()
 request() {
-	local port="$1" label="$2" body out status latency
+	local doc="$1" question="$2" body out status latency
 	# max_tokens=1 makes the request's latency its time to first token.
-	body="$(printf '{"model":"%s","prompt":"%s","max_tokens":1,"temperature":0,"stream":false}' "$MODEL" "$prompt")"
+	body="$(printf '{"model":"%s","prompt":"%s Question: %s","max_tokens":1,"temperature":0}' "$MODEL" "$(document "$doc")" "$question")"
 	out="$(curl -sS --max-time 60 -H 'Content-Type: application/json' \
 		-w '\n%{http_code} %{time_total}' --data-binary @- \
-		"http://127.0.0.1:$port/v1/completions" <<<"$body")"
+		"http://127.0.0.1:$ROUTER_PORT/v1/completions" <<<"$body")"
 	read -r status latency <<<"$(tail -n1 <<<"$out")"
 	out="$(sed '$d' <<<"$out")"
-	[[ "$status" == 200 ]] || die "worker $port answered $status: $out"
-
-	local usage
-	usage="$(grep -o '"usage":{.*' <<<"$out" || true)"
-	if command -v jq >/dev/null; then
-		usage="$(jq -c .usage <<<"$out")"
-	fi
-	printf '  %-24s usage %s\n' "$label" "$usage"
+	[[ "$status" == 200 ]] || die "router answered $status: $out"
 	local ms
 	ms="$(awk -v s="$latency" 'BEGIN { printf "%.1f", s * 1000 }')"
-	rows+=("$(printf '%-6s %-8s %8s %8s %10s' "$port" "${label##* }" \
+	rows+=("$(printf '%-9s %-22s %8s %8s %10s' "doc $doc" "$question" \
 		"$(field prompt_tokens "$out")" "$(field cached_tokens "$out")" "$ms")")
 }
 
-for port in "${PORTS[@]}"; do
-	say "worker 127.0.0.1:$port: the shared prompt, twice"
-	request "$port" "$port first"
-	request "$port" "$port repeat"
+say "three documents, each asked twice, through the router"
+for doc in 1 2 3; do
+	request "$doc" "what is this about?"
 done
+for doc in 1 2 3; do
+	request "$doc" "summarise it."
+done
+printf '%-9s %-22s %8s %8s %10s\n' document question prompt cached "TTFT ms"
+printf '%s\n' "${rows[@]}"
 
 say "worker metrics (GET /metrics, vLLM and LMCache names)"
 for port in "${PORTS[@]}"; do
 	curl -s "http://127.0.0.1:$port/metrics" |
-		grep -E '^(vllm:prefix_cache_(queries|hits)_total|vllm:time_to_first_token_seconds_(sum|count)|lmcache:num_lookup_hits_total)' |
+		grep -E '^(vllm:prefix_cache_(queries|hits)_total|vllm:request_success_total|lmcache:num_lookup_hits_total)' |
 		sed "s/^/  $port  /; s/{[^}]*}//"
 done
 
-say "summary (TTFT = latency of a 1-token completion, simulator time scaled by $TIME_SCALE)"
-printf '%-6s %-8s %8s %8s %10s\n' worker request prompt cached "TTFT ms"
-printf '%s\n' "${rows[@]}"
+say "router metrics (GET /metrics on the router)"
+curl -s "http://127.0.0.1:$ROUTER_PORT/metrics" |
+	grep -E '^warmpath_router_(requests_total|prefix_match_ratio_(sum|count)|workers )' | sed 's/^/  /'
+
 cat <<MSG
 
-The repeat on each worker reports cached_tokens > 0: its prefix cache kept the
-shared prompt's KV blocks, so prefill skipped them. Worker ${PORTS[1]} missed on its
-first request although ${PORTS[0]} had the prompt cached; the router's cache-aware
-strategies exist to send it to the worker that already holds those blocks.
+Each document's second question reports cached_tokens close to its prompt length:
+the router's prefixaware strategy sent it to the worker that already held the
+document's KV blocks, so prefill skipped them (TTFT drops accordingly; the
+simulator runs $TIME_SCALE× faster than the modelled H100). New documents spread
+over both workers: when no worker holds a prompt, ties go by a per-prompt hash
+among the least-loaded ones, and the load guard keeps a busy worker out of reach.
 MSG
