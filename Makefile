@@ -128,6 +128,8 @@ clean: ## remove bin/, dist/, and the harness' leftover containers and cached im
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
 		ctrs="$$(docker ps -aq --filter 'label=io.warmpath.test=true')"; \
 		if [[ -n "$$ctrs" ]]; then docker rm -f $$ctrs >/dev/null && echo "clean: removed test containers"; fi; \
+		nets="$$(docker network ls -q --filter 'label=io.warmpath.test=true')"; \
+		if [[ -n "$$nets" ]]; then docker network rm $$nets >/dev/null && echo "clean: removed test networks"; fi; \
 		imgs="$$(docker image ls -q --filter 'label=io.warmpath.test=true' | sort -u)"; \
 		if [[ -n "$$imgs" ]]; then docker image rm -f $$imgs >/dev/null && echo "clean: removed test images"; fi; \
 	fi

@@ -11,6 +11,7 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
+	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
@@ -29,6 +30,12 @@ type Spec struct {
 	HealthPath string
 	// StartupTimeout bounds the wait for HealthPath; default 60s.
 	StartupTimeout time.Duration
+	// Network, when set, is the user-defined network the container joins
+	// instead of the default bridge; see NewNetwork.
+	Network *Network
+	// Aliases are the container's host names on Network, e.g. "sim-a";
+	// they need Network.
+	Aliases []string
 }
 
 // Container is a started container. It is terminated when the test that
@@ -48,6 +55,9 @@ func Start(t testing.TB, s Spec) *Container {
 	if s.Port == "" || s.HealthPath == "" || s.Package == "" {
 		t.Fatal("harness: Spec needs Package, Port and HealthPath")
 	}
+	if len(s.Aliases) > 0 && s.Network == nil {
+		t.Fatal("harness: Spec.Aliases need a Spec.Network")
+	}
 	if s.StartupTimeout == 0 {
 		s.StartupTimeout = 60 * time.Second
 	}
@@ -56,7 +66,7 @@ func Start(t testing.TB, s Spec) *Container {
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.StartupTimeout+30*time.Second)
 	defer cancel()
-	ctr, err := testcontainers.Run(ctx, img,
+	opts := []testcontainers.ContainerCustomizer{
 		// testcontainers' progress lines go to the test log, shown with -v
 		// or on failure.
 		testcontainers.WithLogger(tclog.TestLogger(t)),
@@ -69,9 +79,13 @@ func Start(t testing.TB, s Spec) *Container {
 				WithPort(port).
 				WithStatusCodeMatcher(func(status int) bool { return status == http.StatusOK }).
 				WithStartupTimeout(s.StartupTimeout).
-				WithPollInterval(100*time.Millisecond),
+				WithPollInterval(100 * time.Millisecond),
 		),
-	)
+	}
+	if s.Network != nil {
+		opts = append(opts, network.WithNetwork(s.Aliases, s.Network.nw))
+	}
+	ctr, err := testcontainers.Run(ctx, img, opts...)
 	// Register termination before checking err: a container that started
 	// but never became healthy must still go away.
 	testcontainers.CleanupContainer(t, ctr)
@@ -91,6 +105,17 @@ func Start(t testing.TB, s Spec) *Container {
 		t.Fatalf("harness: endpoint of %s: %v", img, err)
 	}
 	return &Container{URL: url, ctr: ctr}
+}
+
+// Stop stops the container, as a crashed or drained worker would: it gets
+// SIGTERM, then SIGKILL after grace (whole seconds; 0 kills at once). Its
+// aliases stop resolving on its network. The test's cleanup still removes
+// it, and Logs works until then.
+func (c *Container) Stop(ctx context.Context, grace time.Duration) error {
+	if err := c.ctr.Stop(ctx, &grace); err != nil {
+		return fmt.Errorf("harness: stop: %w", err)
+	}
+	return nil
 }
 
 // Logs returns the container's stdout and stderr so far.

@@ -6,6 +6,9 @@
 // HTTP health path answers 200. Images are tagged by the binary's SHA-256, so
 // an unchanged binary is never rebuilt, across tests and across runs.
 //
+// Containers that must reach one another (a router and its workers) join a
+// user-defined network from NewNetwork and find each other by Spec.Aliases.
+//
 // Nothing is pulled from a registry: the images have no base layer and the
 // testcontainers reaper (Ryuk, itself an image) is disabled. Every container
 // is terminated by t.Cleanup instead.

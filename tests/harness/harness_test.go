@@ -4,9 +4,15 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/warmpath/warmpath/tests/harness"
 )
@@ -52,11 +58,98 @@ func TestImageIsCachedByContent(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, url string) string {
+func TestNetwork(t *testing.T) {
+	var name string
+	t.Run("containers reach each other by alias", func(t *testing.T) {
+		nw := harness.NewNetwork(t)
+		name = nw.Name
+		peer := harness.Start(t, harness.Spec{
+			Package:    healthz,
+			Args:       []string{"--port", "9000", "peer-arg"},
+			Port:       "9000",
+			HealthPath: "/health",
+			Network:    nw,
+			Aliases:    []string{"peer"},
+		})
+		front := harness.Start(t, harness.Spec{
+			Package:    healthz,
+			Args:       []string{"--port", "9000", "front-arg"},
+			Port:       "9000",
+			HealthPath: "/health",
+			Network:    nw,
+		})
+		fetch := front.URL + "/fetch?url=" + url.QueryEscape("http://peer:9000/args")
+		if got := get(t, fetch); !strings.Contains(got, "peer-arg") {
+			t.Errorf("GET http://peer:9000/args from front = %q, want peer's arguments", got)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := peer.Stop(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		if status, body := getStatus(t, fetch); status == http.StatusOK {
+			t.Errorf("GET http://peer:9000/args from front after Stop = %d %q, want an error", status, body)
+		}
+	})
+	if name == "" {
+		return // skipped: no Docker
+	}
+	// The subtest's cleanups terminated both containers, then the network.
+	provider, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer provider.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = provider.Client().NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if !errdefs.IsNotFound(err) {
+		t.Errorf("network %s after the test: inspect err = %v, want not found", name, err)
+	}
+}
+
+func TestAliasesNeedNetwork(t *testing.T) {
+	ft := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		harness.Start(ft, harness.Spec{Package: healthz, Port: "9000", HealthPath: "/health", Aliases: []string{"x"}})
+	}()
+	<-done
+	if !ft.fataled {
+		t.Error("Start with Aliases and no Network did not fail")
+	}
+}
+
+// fatalRecorder records Fatal instead of failing the real test; Start must
+// fail before it touches Docker.
+type fatalRecorder struct {
+	testing.TB
+	fataled bool
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatal(...any) {
+	f.fataled = true
+	runtime.Goexit()
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	status, b := getStatus(t, u)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s = %d %s", u, status, b)
+	}
+	return b
+}
+
+func getStatus(t *testing.T, u string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +162,5 @@ func get(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s = %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }

@@ -17,6 +17,7 @@ import (
 const (
 	Direct = "direct"
 	Nginx  = "nginx"
+	Stdlib = "stdlib" // net/http/httputil.ReverseProxy (tools/cmd/bench-stdproxy)
 	Router = "router"
 )
 
@@ -26,11 +27,12 @@ const benchModel = "bench-model"
 // Config is one benchmark run. Counts are per target, per mode (streamed or
 // not) and per concurrency level.
 type Config struct {
-	// Targets is a subset of Direct, Nginx and Router; Direct is always
+	// Targets is a subset of Direct, Nginx, Stdlib and Router; Direct is always
 	// measured, because added latency is relative to it.
 	Targets []string
 	// Upstreams is how many fake workers run; nginx and the router balance
-	// over all of them, direct requests rotate through them.
+	// over all of them (so does the stdlib proxy), direct requests rotate
+	// through them.
 	Upstreams int
 	// StreamChunks is how many text events a streamed reply carries.
 	StreamChunks int
@@ -58,20 +60,21 @@ type Config struct {
 
 	Nginx  NginxConfig  // Bin and Workers are used; the rest is filled in
 	Router RouterConfig // Bin, Strategy, Args and ReadyTimeout are used
+	Stdlib StdlibConfig // Bin and ReadyTimeout are used
 
 	// KeepDir keeps the run's temporary directory (nginx.conf, the router
-	// binary, both proxies' logs) instead of removing it, and logs its path.
+	// and stdlib binaries, the proxies' logs) instead of removing it, and logs its path.
 	KeepDir bool
 
 	// Log receives progress; nil discards it.
 	Log *slog.Logger
 }
 
-// DefaultConfig is the full run `make bench-router` does: about a minute
-// and a half of load with all three targets on a 2-core machine.
+// DefaultConfig is the full run `make bench-router` does: about
+// two minutes of load with all four targets on a 2-core machine.
 func DefaultConfig() Config {
 	return Config{
-		Targets:      []string{Direct, Nginx, Router},
+		Targets:      []string{Direct, Nginx, Stdlib, Router},
 		Upstreams:    2,
 		StreamChunks: 8,
 		Workload: WorkloadSpec{
@@ -87,6 +90,7 @@ func DefaultConfig() Config {
 		RequestTimeout:     10 * time.Second,
 		Nginx:              NginxConfig{Workers: "auto"},
 		Router:             RouterConfig{Strategy: "prefixaware", ReadyTimeout: 30 * time.Second},
+		Stdlib:             StdlibConfig{ReadyTimeout: 30 * time.Second},
 	}
 }
 
@@ -107,8 +111,8 @@ func QuickConfig() Config {
 func (c *Config) validate() error {
 	var errs []error
 	for _, t := range c.Targets {
-		if t != Direct && t != Nginx && t != Router {
-			errs = append(errs, fmt.Errorf("unknown target %q (want direct, nginx or router)", t))
+		if t != Direct && t != Nginx && t != Stdlib && t != Router {
+			errs = append(errs, fmt.Errorf("unknown target %q (want direct, nginx, stdlib or router)", t))
 		}
 	}
 	if !slices.Contains(c.Targets, Direct) {
@@ -192,7 +196,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	return rep, nil
 }
 
-// startTargets starts nginx and the router as configured and returns the
+// startTargets starts nginx, the stdlib proxy and the router as configured and returns the
 // targets in c.Targets order, and a function that stops the proxies.
 func startTargets(ctx context.Context, c *Config, dir string, ups *upstreams, env *Environment) ([]*Target, func(), error) {
 	var proxies []*Proxy
@@ -217,6 +221,11 @@ func startTargets(ctx context.Context, c *Config, dir string, ups *upstreams, en
 			nc.Upstreams, nc.Dir = ups.addrs, mkdir(dir, "nginx")
 			c.Log.Info("starting nginx", "workers", nc.Workers)
 			p, err = StartNginx(ctx, nc)
+		case Stdlib:
+			sc := c.Stdlib
+			sc.Workers, sc.Dir = ups.urls, mkdir(dir, "stdlib")
+			c.Log.Info("starting stdlib proxy", "bin", sc.Bin)
+			p, err = StartStdlib(ctx, sc)
 		case Router:
 			rc := c.Router
 			rc.Workers, rc.Dir = ups.urls, mkdir(dir, "router")

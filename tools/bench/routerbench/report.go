@@ -41,6 +41,7 @@ type Environment struct {
 	LoadAvg      string `json:"loadavg_at_start,omitempty"`
 	NginxVersion string `json:"nginx_version,omitempty"`
 	RouterBinary string `json:"router_binary,omitempty"`
+	StdlibBinary string `json:"stdlib_binary,omitempty"`
 }
 
 func (e *Environment) addProxy(p *Proxy) {
@@ -49,6 +50,8 @@ func (e *Environment) addProxy(p *Proxy) {
 		e.NginxVersion = p.Version
 	case Router:
 		e.RouterBinary = p.Version
+	case Stdlib:
+		e.StdlibBinary = p.Version
 	}
 }
 
@@ -113,11 +116,13 @@ func newReport(c Config) *Report {
 //	"stream_"+t+"_ttfb_p50_us", "stream_"+t+"_ttfb_p99_us"
 //	m+t+"_max_rps"                 best closed-loop RPS with no errors
 //	m+t+"_max_rps_concurrency"     the level it was reached at
-//	m+"router_added_p50_us", m+"router_added_p99_us",
-//	m+"nginx_added_p50_us", m+"nginx_added_p99_us"   proxy minus direct
+//	m+p+"_added_p50_us", m+p+"_added_p99_us"   proxy p (router, nginx,
+//	                               stdlib) minus direct
 //	m+"added_p99_ratio"            router added p99 / nginx added p99
 //	m+"max_rps_ratio"              router max RPS / nginx max RPS
 //	m+"goal_met"                   both ratios within the issue's goals
+//	m+"router_vs_stdlib_added_p99_ratio"  router added p99 / stdlib added p99
+//	m+"router_vs_stdlib_max_rps_ratio"    router max RPS / stdlib max RPS
 //
 // plus "router_strategy" and "errors" (failed requests over the run).
 func (r *Report) Metrics() map[string]any {
@@ -141,7 +146,7 @@ func (r *Report) modeMetrics(m map[string]any, stream bool) {
 	p50 := map[string]*float64{}
 	p99 := map[string]*float64{}
 	rps := map[string]*float64{}
-	for _, t := range []string{Direct, Nginx, Router} {
+	for _, t := range []string{Direct, Nginx, Stdlib, Router} {
 		m[pre+t+"_p50_us"], m[pre+t+"_p99_us"] = nil, nil
 		if s := r.latencyStep(t, stream); s != nil && s.Latency.Count > 0 {
 			p50[t], p99[t] = &s.Latency.P50US, &s.Latency.P99US
@@ -158,7 +163,7 @@ func (r *Report) modeMetrics(m map[string]any, stream bool) {
 			m[pre+t+"_max_rps"], m[pre+t+"_max_rps_concurrency"] = s.RPS, s.Concurrency
 		}
 	}
-	for _, t := range []string{Router, Nginx} {
+	for _, t := range []string{Router, Nginx, Stdlib} {
 		m[pre+t+"_added_p50_us"] = nilIfNone(diff(p50[t], p50[Direct]))
 		m[pre+t+"_added_p99_us"] = nilIfNone(diff(p99[t], p99[Direct]))
 	}
@@ -170,6 +175,8 @@ func (r *Report) modeMetrics(m map[string]any, stream bool) {
 	if addedRatio != nil && rpsRatio != nil {
 		m[pre+"goal_met"] = *addedRatio <= GoalAddedP99Ratio && *rpsRatio >= GoalMaxRPSRatio
 	}
+	m[pre+"router_vs_stdlib_added_p99_ratio"] = nilIfNone(ratio(diff(p99[Router], p99[Direct]), diff(p99[Stdlib], p99[Direct])))
+	m[pre+"router_vs_stdlib_max_rps_ratio"] = nilIfNone(ratio(rps[Router], rps[Stdlib]))
 }
 
 // latencyStep is the target's step at the headline concurrency.

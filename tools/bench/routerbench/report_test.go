@@ -20,12 +20,14 @@ func TestMetrics(t *testing.T) {
 		r.Latency = append(r.Latency,
 			step(Direct, stream, 1, 50, 100, 0, 0),
 			step(Nginx, stream, 1, 150, 300, 0, 0),
+			step(Stdlib, stream, 1, 100, 250, 0, 0),
 			step(Router, stream, 1, 200, 400, 0, 0),
 			step(Router, stream, 8, 900, 9000, 0, 0), // not the headline level
 		)
 		r.Throughput = append(r.Throughput,
 			step(Nginx, stream, 4, 0, 0, 10000, 0),
 			step(Nginx, stream, 16, 0, 0, 12000, 3), // errors: not sustained
+			step(Stdlib, stream, 4, 0, 0, 8000, 0),
 			step(Router, stream, 4, 0, 0, 4000, 0),
 			step(Router, stream, 16, 0, 0, 6000, 0),
 		)
@@ -38,6 +40,9 @@ func TestMetrics(t *testing.T) {
 		"router_max_rps": 6000.0, "max_rps_ratio": 0.6, "goal_met": true,
 		"stream_router_ttfb_p99_us": 200.0, "stream_added_p99_ratio": 1.5, "stream_goal_met": true,
 		"direct_max_rps": nil, "router_strategy": "prefixaware", "errors": 6,
+		"stdlib_p99_us": 250.0, "stdlib_added_p99_us": 150.0, "stdlib_max_rps": 8000.0,
+		"router_vs_stdlib_added_p99_ratio": 2.0, "router_vs_stdlib_max_rps_ratio": 0.75,
+		"stream_stdlib_ttfb_p99_us": 125.0, "stream_router_vs_stdlib_max_rps_ratio": 0.75,
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got != v {
@@ -58,7 +63,8 @@ func TestMetricsWithoutRouter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"router_p50_us", "router_p99_us", "router_max_rps", "router_added_p99_us",
-		"added_p99_ratio", "max_rps_ratio", "goal_met", "stream_router_ttfb_p99_us"} {
+		"added_p99_ratio", "max_rps_ratio", "goal_met", "stream_router_ttfb_p99_us",
+		"stdlib_p99_us", "stdlib_added_p99_us", "router_vs_stdlib_added_p99_ratio", "router_vs_stdlib_max_rps_ratio"} {
 		if v, ok := m[k]; !ok || v != nil {
 			t.Errorf("%s = %v (present %v), want null", k, v, ok)
 		}

@@ -35,15 +35,21 @@ type RouterConfig struct {
 // current directory or one below it holds go.work), as `make` and `go test`
 // do; elsewhere pass a binary instead.
 func BuildRouter(ctx context.Context, dir string) (string, error) {
+	return goBuild(ctx, dir, "router", RouterPackage, "--router-bin")
+}
+
+// goBuild builds pkg into dir/name with the go command on PATH; flag names
+// the option that passes a prebuilt binary instead.
+func goBuild(ctx context.Context, dir, name, pkg, flag string) (string, error) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("routerbench: build router: no go command on PATH (or pass --router-bin): %w", err)
+		return "", fmt.Errorf("routerbench: build %s: no go command on PATH (or pass %s): %w", name, flag, err)
 	}
-	out := filepath.Join(dir, "router")
-	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-buildvcs=false", "-o", out, RouterPackage)
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("routerbench: go build %s: %w\n%s", RouterPackage, err, bytes.TrimSpace(msg))
+		return "", fmt.Errorf("routerbench: go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
 	}
 	return out, nil
 }

@@ -1,12 +1,14 @@
 // Command bench-router measures the latency the warmpath router adds to a
-// request and the throughput it sustains, next to nginx proxying the same
-// fast fake vLLM workers in the same run, for non-streamed and streamed
-// completions with an 8 KB prompt. It writes the figures as JSON (by
+// request and the throughput it sustains, next to nginx and a plain Go
+// httputil.ReverseProxy (the "stdlib" target, the net/http floor) proxying
+// the same fast fake vLLM workers in the same run, for non-streamed and
+// streamed completions with an 8 KB prompt. It writes the figures as JSON (by
 // default bench/results/router_overhead.json) and prints progress to
 // stderr. See docs/benchmarks.md.
 //
 // Run it from the repository (`make bench-router`): without --router-bin
-// it builds the router with the go command, which needs the workspace.
+// it builds the router (and, without --stdlib-bin, tools/cmd/bench-stdproxy)
+// with the go command, which needs the workspace.
 package main
 
 import (
@@ -39,9 +41,9 @@ func run(args []string) error {
 		c = routerbench.QuickConfig()
 	}
 	fs := flag.NewFlagSet("bench-router", flag.ContinueOnError)
-	fs.Bool("quick", false, "a few seconds of load instead of about a minute and a half (for tests; figures are rough)")
+	fs.Bool("quick", false, "a few seconds of load instead of about two minutes (for tests; figures are rough)")
 	out := fs.String("out", "bench/results/router_overhead.json", "where to write the JSON report")
-	targets := fs.String("targets", strings.Join(c.Targets, ","), "comma-separated targets: direct, nginx, router (direct is always measured)")
+	targets := fs.String("targets", strings.Join(c.Targets, ","), "comma-separated targets: direct, nginx, stdlib, router (direct is always measured)")
 	fs.IntVar(&c.Upstreams, "upstreams", c.Upstreams, "fake vLLM workers behind nginx and the router")
 	fs.IntVar(&c.Workload.PromptBytes, "prompt-bytes", c.Workload.PromptBytes, "prompt length in bytes")
 	fs.IntVar(&c.Workload.Prefixes, "prefixes", c.Workload.Prefixes, "distinct shared prompt prefixes (3/4 of each prompt)")
@@ -60,12 +62,14 @@ func run(args []string) error {
 	fs.StringVar(&c.Router.Strategy, "router-strategy", c.Router.Strategy, "router --strategy")
 	routerArgs := fs.String("router-args", "", "extra router flags, space-separated")
 	fs.DurationVar(&c.Router.ReadyTimeout, "router-ready-timeout", c.Router.ReadyTimeout, "longest wait for the router's /ready")
-	fs.BoolVar(&c.KeepDir, "keep-dir", false, "keep the temporary directory with nginx.conf, the router binary and both proxies' logs")
+	fs.StringVar(&c.Stdlib.Bin, "stdlib-bin", "", "bench-stdproxy binary for the stdlib target (default: go build "+routerbench.StdlibPackage+")")
+	fs.BoolVar(&c.KeepDir, "keep-dir", false, "keep the temporary directory with nginx.conf, the router and stdlib binaries and the proxies' logs")
 	quiet := fs.Bool("quiet", false, "no progress on stderr")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: bench-router [flags]\n\n"+
-			"Measures the router's added latency and max RPS next to nginx in front of the same\n"+
-			"fake vLLM workers, and writes them as JSON (see docs/benchmarks.md). Flags:\n")
+			"Measures the router's added latency and max RPS next to nginx and a plain Go\n"+
+			"httputil.ReverseProxy in front of the same fake vLLM workers, and writes them as\n"+
+			"JSON (see docs/benchmarks.md). Flags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -112,7 +116,7 @@ func summarize(rep *routerbench.Report, out string) {
 	fmt.Fprintf(w, "\nwrote %s\n", out)
 	fmt.Fprintf(w, "%-8s %12s %12s %12s | %12s %12s %12s %12s\n", "target", "p50_us", "p99_us", "max_rps",
 		"stream_p50", "stream_p99", "ttfb_p99", "stream_rps")
-	for _, t := range []string{routerbench.Direct, routerbench.Nginx, routerbench.Router} {
+	for _, t := range []string{routerbench.Direct, routerbench.Nginx, routerbench.Stdlib, routerbench.Router} {
 		fmt.Fprintf(w, "%-8s %12v %12v %12v | %12v %12v %12v %12v\n", t,
 			show(m[t+"_p50_us"]), show(m[t+"_p99_us"]), show(m[t+"_max_rps"]),
 			show(m["stream_"+t+"_p50_us"]), show(m["stream_"+t+"_p99_us"]),
@@ -124,6 +128,10 @@ func summarize(rep *routerbench.Report, out string) {
 	fmt.Fprintf(w, "stream added p99 (us): nginx %v router %v ratio %v; max rps ratio %v\n",
 		show(m["stream_nginx_added_p99_us"]), show(m["stream_router_added_p99_us"]),
 		show(m["stream_added_p99_ratio"]), show(m["stream_max_rps_ratio"]))
+	fmt.Fprintf(w, "router vs stdlib: added p99 (us) stdlib %v ratio %v, stream stdlib %v ratio %v; max rps ratio %v, stream %v\n",
+		show(m["stdlib_added_p99_us"]), show(m["router_vs_stdlib_added_p99_ratio"]),
+		show(m["stream_stdlib_added_p99_us"]), show(m["stream_router_vs_stdlib_added_p99_ratio"]),
+		show(m["router_vs_stdlib_max_rps_ratio"]), show(m["stream_router_vs_stdlib_max_rps_ratio"]))
 	if n, _ := m["errors"].(int); n > 0 {
 		fmt.Fprintf(w, "WARNING: %d requests failed; see first_error in the runs\n", n)
 	}
