@@ -40,7 +40,8 @@ type exchange struct {
 	parsed   *parsed
 	routing  *Routing
 	strategy string // strategy label for metrics
-	log      *slog.Logger
+	base     *slog.Logger
+	logger   *slog.Logger // built on first use: most requests log nothing
 	span     trace.Span
 	// cacheAware says the strategy chooses; otherwise (tokenize,
 	// detokenize) the least-loaded worker is used and nothing is learnt.
@@ -54,7 +55,7 @@ func (s *Server) generate(c *gin.Context) {
 		x.id = newRequestID()
 	}
 	c.Header(requestIDHeader, x.id)
-	x.log = s.log.With("request_id", x.id, "path", c.Request.URL.Path)
+	x.base = s.log
 	path := c.Request.URL.Path
 	x.cacheAware = path == "/v1/completions" || path == "/v1/chat/completions"
 	x.strategy = x.routing.Strategy.Name()
@@ -74,6 +75,14 @@ func (s *Server) generate(c *gin.Context) {
 		x.span.SetStatus(codes.Error, http.StatusText(status))
 	}
 	s.metrics.Duration.WithLabelValues(x.strategy).Observe(time.Since(x.start).Seconds())
+}
+
+// log returns the exchange's logger, carrying the request id and path.
+func (x *exchange) log() *slog.Logger {
+	if x.logger == nil {
+		x.logger = x.base.With("request_id", x.id, "path", x.c.Request.URL.Path)
+	}
+	return x.logger
 }
 
 // serve handles one exchange and returns the status sent to the client.
@@ -145,7 +154,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 func (s *Server) reject(x *exchange, reason string, e *openai.APIError) int {
 	s.metrics.Rejections.WithLabelValues(reason).Inc()
 	s.metrics.Requests.WithLabelValues("", x.strategy, metrics.Code(e.Status)).Inc()
-	x.log.Info("rejected", "reason", reason, "status", e.Status, "err", e.Message)
+	x.log().Info("rejected", "reason", reason, "status", e.Status, "err", e.Message)
 	writeError(x.c, e)
 	return e.Status
 }
@@ -254,7 +263,7 @@ func (s *Server) route(x *exchange) int {
 			return s.fail(x, res)
 		}
 		s.metrics.Retries.WithLabelValues(res.reason).Inc()
-		x.log.Warn("retrying on another worker", "worker", ep.URL, "reason", res.reason, "err", res.err)
+		x.log().Warn("retrying on another worker", "worker", ep.URL, "reason", res.reason, "err", res.err)
 	}
 }
 
@@ -262,7 +271,7 @@ func (s *Server) route(x *exchange) int {
 func (s *Server) fail(x *exchange, res *attemptResult) int {
 	e := openai.Errorf(http.StatusBadGateway, "worker %s: %v", res.worker, res.err)
 	s.metrics.Requests.WithLabelValues(res.worker, x.strategy, metrics.Code(e.Status)).Inc()
-	x.log.Warn("request failed", "worker", res.worker, "status", e.Status, "err", res.err)
+	x.log().Warn("request failed", "worker", res.worker, "status", e.Status, "err", res.err)
 	writeError(x.c, e)
 	return e.Status
 }
@@ -382,19 +391,21 @@ func (s *Server) forward(x *exchange, ep *pool.Endpoint, last bool) *attemptResu
 	case errors.As(copyErr, &ce) || c.Request.Context().Err() != nil:
 		// The client went away: not the worker's fault.
 		code = "499"
-		x.log.Info("client disconnected", "worker", ep.URL, "bytes", written)
+		x.log().Info("client disconnected", "worker", ep.URL, "bytes", written)
 	default:
 		// The worker stalled or broke mid-stream; the status is already
 		// sent, so the stream just ends early.
 		s.recordFailure(ep)
-		x.log.Warn("upstream stream broken", "worker", ep.URL, "idle_timeout", timedOut.Load(), "err", copyErr, "bytes", written)
+		x.log().Warn("upstream stream broken", "worker", ep.URL, "idle_timeout", timedOut.Load(), "err", copyErr, "bytes", written)
 		code = "502"
 		if timedOut.Load() {
 			code = "504"
 		}
 	}
 	s.metrics.Requests.WithLabelValues(ep.URL, x.strategy, code).Inc()
-	x.log.Debug("proxied", "worker", ep.URL, "status", resp.StatusCode, "bytes", written, "duration", time.Since(x.start))
+	if x.base.Enabled(c.Request.Context(), slog.LevelDebug) {
+		x.log().Debug("proxied", "worker", ep.URL, "status", resp.StatusCode, "bytes", written, "duration", time.Since(x.start))
+	}
 	return &attemptResult{done: true, status: resp.StatusCode, worker: ep.URL}
 }
 

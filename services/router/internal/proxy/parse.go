@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -33,9 +34,14 @@ func (e *badRequest) Error() string { return e.msg }
 // instead of decoding the whole body: prompts are large, and the router
 // forwards the body unchanged anyway.
 func parseBody(raw []byte) (*parsed, error) {
-	// One string copy; every result below slices it (strings without
-	// escapes are not copied again).
-	js := string(raw)
+	// View the body as a string without copying it: raw is never modified
+	// after it is read (it is forwarded as is), and every result below
+	// slices this string, which keeps raw's memory alive for as long as a
+	// result is referenced.
+	var js string
+	if len(raw) > 0 {
+		js = unsafe.String(&raw[0], len(raw))
+	}
 	if !gjson.Valid(js) {
 		return nil, &badRequest{msg: "invalid JSON body"}
 	}
