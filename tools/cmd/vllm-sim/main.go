@@ -11,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -20,7 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/tools/vllmsim/app"
 	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
@@ -72,7 +73,7 @@ func run() error {
 			"VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 sends 32-byte hashes; LMCACHE_CHUNK_SIZE,\n"+
 			"LMCACHE_LOCAL_CPU and LMCACHE_MAX_LOCAL_CPU_SIZE (GB) size the LMCache L1.\n")
 	}
-	if err := envDefaults(fs); err != nil {
+	if err := flagenv.Apply(fs, "VLLM_SIM_"); err != nil {
 		return err
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -105,7 +106,7 @@ func run() error {
 	if err := upstreamEnv(&o); err != nil {
 		return err
 	}
-	log, err := newLogger(*logLevel, *logFormat)
+	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
 	}
@@ -124,20 +125,6 @@ func run() error {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "kv_events", a.KVEventsAddr(), "kv_events_replay", a.KVEventsReplayAddr())
 	return a.Serve(ctx, ln, *grace)
-}
-
-// envDefaults lets VLLM_SIM_<FLAG> set any flag; command-line flags win.
-func envDefaults(fs *flag.FlagSet) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "VLLM_SIM_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && err == nil {
-			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, serr)
-			}
-		}
-	})
-	return err
 }
 
 // upstreamEnv applies the environment variables vLLM and LMCache read.
@@ -168,19 +155,4 @@ func upstreamEnv(o *app.Options) error {
 		o.LMCache.MaxLocalCPUSizeGB = f
 	}
 	return nil
-}
-
-func newLogger(level, format string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format must be json or text, got %q", format)
 }

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
@@ -87,7 +87,7 @@ func run() error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
 
-	if err := envDefaults(fs); err != nil {
+	if err := flagenv.Apply(fs, "WARMPATH_ROUTER_"); err != nil {
 		return err
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -176,20 +176,6 @@ func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns,
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: ns, Selector: selector, Port: port, Log: log})
-}
-
-// envDefaults lets WARMPATH_ROUTER_<FLAG> set any flag; flags win.
-func envDefaults(fs *flag.FlagSet) error {
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "WARMPATH_ROUTER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok && err == nil {
-			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, serr)
-			}
-		}
-	})
-	return err
 }
 
 // servePprof exposes the Go profiler on its own listener, never on the API
