@@ -420,3 +420,45 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestPerWorkerLimitQueues: with one worker allowed one request at a time,
+// a second request waits for the slot instead of piling onto the worker.
+func TestPerWorkerLimitQueues(t *testing.T) {
+	w := startWorker(t, "--time-scale", "0.1")
+	r := startRouter(t, []*worker{w}, func(o *Options) {
+		o.Proxy.MaxPerWorker = 1
+		o.Limits = limiter.Config{MaxQueue: 8, QueueTimeout: 30 * time.Second}
+	})
+	ep := r.app.Pool().Get(w.url)
+	stop := make(chan struct{})
+	maxSeen := make(chan int, 1)
+	go func() {
+		peak := 0
+		for {
+			select {
+			case <-stop:
+				maxSeen <- peak
+				return
+			default:
+				peak = max(peak, ep.InFlight())
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			resp, _ := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"one at a time","max_tokens":3}`)
+			codes <- resp.StatusCode
+		}()
+	}
+	for range 2 {
+		if code := <-codes; code != 200 {
+			t.Errorf("status %d, want 200 after waiting for the worker's slot", code)
+		}
+	}
+	close(stop)
+	if peak := <-maxSeen; peak != 1 {
+		t.Errorf("peak in-flight at the worker = %d, want 1", peak)
+	}
+}
