@@ -462,3 +462,43 @@ func TestPerWorkerLimitQueues(t *testing.T) {
 		t.Errorf("peak in-flight at the worker = %d, want 1", peak)
 	}
 }
+
+// TestReloadKeepsLearntState: Reload (what SIGHUP calls) with an unchanged
+// strategy section keeps the strategy instance, so what prefixaware learnt
+// survives; a changed section builds a new one.
+func TestReloadKeepsLearntState(t *testing.T) {
+	w := startWorker(t)
+	path := filepath.Join(t.TempDir(), "routing.yaml")
+	if err := os.WriteFile(path, []byte("strategy: prefixaware\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRouter(t, []*worker{w}, func(o *Options) { o.ConfigPath = path })
+	before := r.app.server.Routing().Strategy
+	if err := r.app.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r.app.server.Routing().Strategy != before {
+		t.Error("reload of an unchanged file replaced the strategy (and lost what it learnt)")
+	}
+	if err := os.WriteFile(path, []byte("strategy: prefixaware\nrequestLimits:\n  maxConcurrentRequests: 3\n  maxQueueSize: 4\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.app.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r.app.server.Routing().Strategy != before {
+		t.Error("changing only requestLimits replaced the strategy")
+	}
+	if got := r.app.limiter.Config(); got.MaxConcurrent != 3 || got.MaxQueue != 4 {
+		t.Errorf("limits after reload = %+v, want 3 and 4", got)
+	}
+	if err := os.WriteFile(path, []byte("strategy: prefixaware\nloadGuard:\n  window: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.app.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r.app.server.Routing().Strategy == before {
+		t.Error("a changed strategy section kept the old strategy")
+	}
+}
