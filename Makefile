@@ -43,7 +43,7 @@ UNIT_MODULES := $(filter-out $(INTEGRATION_MODULES),$(MODULES))
 # Static, reproducible binaries: no cgo, no local paths, and no VCS stamp, so
 # an unchanged tree gives identical bytes (and a build in a checkout owned by
 # another user does not trip over git's safe.directory check).
-BUILDFLAGS ?= -trimpath -buildvcs=false
+BUILDFLAGS ?= -trimpath -buildvcs=false -ldflags=-s\ -w
 
 # The race detector needs cgo and a C compiler; without one, test without it.
 RACE ?= $(if $(shell command -v "$$($(GO) env CC)" 2>/dev/null),-race,)
