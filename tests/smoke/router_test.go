@@ -227,18 +227,7 @@ func TestRouter(t *testing.T) {
 		if status != http.StatusNotFound {
 			t.Errorf("status = %d, want 404 (body %s)", status, resp)
 		}
-		var e struct {
-			Error *struct {
-				Message string `json:"message"`
-				Type    string `json:"type"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(resp, &e); err != nil {
-			t.Fatalf("body %s is not JSON: %v", resp, err)
-		}
-		if e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
-			t.Errorf("body = %s, want {\"error\":{\"message\":...,\"type\":...}}", resp)
-		}
+		checkOpenAIError(t, resp)
 	})
 
 	t.Run("a stopped worker is routed around and marked unhealthy", func(t *testing.T) {

@@ -109,18 +109,7 @@ func TestVLLMSim(t *testing.T) {
 		if status != http.StatusBadRequest {
 			t.Errorf("status = %d, want 400 (body %s)", status, body)
 		}
-		var e struct {
-			Error *struct {
-				Message string `json:"message"`
-				Type    string `json:"type"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(body, &e); err != nil {
-			t.Fatalf("body %s is not JSON: %v", body, err)
-		}
-		if e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
-			t.Errorf("body = %s, want {\"error\":{\"message\":...,\"type\":...}}", body)
-		}
+		checkOpenAIError(t, body)
 	})
 
 	t.Run("metrics pass promtool", func(t *testing.T) {
@@ -308,4 +297,21 @@ func longPrompt(n int) string {
 		b.WriteString(words[(i*7)%len(words)])
 	}
 	return b.String()
+}
+
+// checkOpenAIError fails unless body is an OpenAI-style error object.
+func checkOpenAIError(t *testing.T, body []byte) {
+	t.Helper()
+	var e struct {
+		Error *struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("body %s is not JSON: %v", body, err)
+	}
+	if e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
+		t.Errorf("body = %s, want {\"error\":{\"message\":...,\"type\":...}}", body)
+	}
 }
