@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
@@ -291,14 +292,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) e
 		defer wg.Done()
 		loopErr <- a.rt.Run(loopCtx)
 	}()
-	hs := &http.Server{
-		Handler:           a.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// Bodies are bounded (MaxBodyBytes); a client that trickles one is cut.
-		ReadTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second,
-		ErrorLog:    slog.NewLogLogger(a.opts.Log.Handler(), slog.LevelWarn),
-	}
+	hs := httpserve.New(a.handler, a.opts.Log)
+	// Bodies are bounded (MaxBodyBytes); a client that trickles one is cut.
+	hs.ReadTimeout = 60 * time.Second
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 
@@ -309,13 +305,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) e
 	case err = <-loopErr:
 		err = fmt.Errorf("engine loop stopped: %w", err)
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	if serr := hs.Shutdown(shutdownCtx); serr != nil {
-		// Past the grace period: cut the remaining streams.
-		a.opts.Log.Warn("http shutdown incomplete; closing connections", "err", serr)
-		_ = hs.Close()
-	}
+	httpserve.Shutdown(ctx, hs, grace, a.opts.Log)
 	stopLoop()
 	wg.Wait()
 	if a.pub != nil {

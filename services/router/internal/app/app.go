@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -95,7 +96,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.server = proxy.New(o.Proxy, a.pool, a.limiter, a.metrics, o.Tracer, o.Log, routing)
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 
-	a.prober = probe.New(ctx, o.Probe, nil, healthLogger{}, o.Log.With("component", "probe"))
+	// Health transitions are logged by the prober and exported from the
+	// pool at scrape time, so no observer is needed.
+	a.prober = probe.New(ctx, o.Probe, nil, nil, o.Log.With("component", "probe"))
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
 		o.Log.Info("worker added", "worker", ep.URL)
 		a.prober.Start(ep)
@@ -109,10 +112,6 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	return a, nil
 }
-
-type healthLogger struct{}
-
-func (healthLogger) HealthChanged(*pool.Endpoint, bool) {}
 
 // build turns a configuration into routing state, keeping the previous
 // strategy (and what it learnt) when its configuration did not change.
@@ -192,12 +191,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 			}
 		}()
 	}
-	hs := &http.Server{
-		Handler:           a.server,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.opts.Log.Handler(), slog.LevelWarn),
-	}
+	hs := httpserve.New(a.server, a.opts.Log)
 	go func() { errc <- hs.Serve(ln) }()
 
 	var err error
@@ -205,12 +199,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer stop()
-	if serr := hs.Shutdown(shutdownCtx); serr != nil {
-		a.opts.Log.Warn("shutdown grace period over; closing remaining connections", "err", serr)
-		_ = hs.Close()
-	}
+	httpserve.Shutdown(ctx, hs, grace, a.opts.Log)
 	cancel()
 	wg.Wait()
 	a.prober.Wait()
