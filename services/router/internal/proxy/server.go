@@ -281,8 +281,4 @@ func (s *Server) debugConfig(c *gin.Context) {
 	c.Data(http.StatusOK, "application/json", b)
 }
 
-func writeError(c *gin.Context, e *openai.APIError) {
-	c.Header("Content-Type", "application/json")
-	c.Status(e.Status)
-	_ = json.NewEncoder(c.Writer).Encode(e.Body())
-}
+func writeError(c *gin.Context, e *openai.APIError) { openai.WriteError(c.Writer, e) }
