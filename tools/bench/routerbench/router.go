@@ -77,16 +77,21 @@ func StartRouter(ctx context.Context, c RouterConfig) (*Proxy, error) {
 		"--log-level", "warn",
 	}
 	argv = append(argv, c.Args...)
-	proc, err := startProcess("router", c.Dir, argv, nil)
+	return startProxy(ctx, "router", c.Dir, listen, version, argv, c.ReadyTimeout)
+}
+
+// startProxy runs a proxy process listening on listen and returns once its
+// GET /ready answers 200 (within readyTimeout, 30s when zero).
+func startProxy(ctx context.Context, name, dir, listen, version string, argv []string, readyTimeout time.Duration) (*Proxy, error) {
+	proc, err := startProcess(name, dir, argv, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Name: "router", URL: "http://" + listen, Version: version, proc: proc}
-	timeout := c.ReadyTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+	p := &Proxy{Name: name, URL: "http://" + listen, Version: version, proc: proc}
+	if readyTimeout <= 0 {
+		readyTimeout = 30 * time.Second
 	}
-	if err := proc.waitReady(ctx, p.URL+"/ready", timeout); err != nil {
+	if err := proc.waitReady(ctx, p.URL+"/ready", readyTimeout); err != nil {
 		_ = p.Stop(5 * time.Second)
 		return nil, fmt.Errorf("routerbench: %w", err)
 	}

@@ -2,7 +2,6 @@ package routerbench
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -40,18 +39,5 @@ func StartStdlib(ctx context.Context, c StdlibConfig) (*Proxy, error) {
 		return nil, err
 	}
 	argv := []string{bin, "--listen", listen, "--workers", strings.Join(c.Workers, ",")}
-	proc, err := startProcess(Stdlib, c.Dir, argv, nil)
-	if err != nil {
-		return nil, err
-	}
-	p := &Proxy{Name: Stdlib, URL: "http://" + listen, Version: version, proc: proc}
-	timeout := c.ReadyTimeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	if err := proc.waitReady(ctx, p.URL+"/ready", timeout); err != nil {
-		_ = p.Stop(5 * time.Second)
-		return nil, fmt.Errorf("routerbench: %w", err)
-	}
-	return p, nil
+	return startProxy(ctx, Stdlib, c.Dir, listen, version, argv, c.ReadyTimeout)
 }
