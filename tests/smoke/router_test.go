@@ -94,21 +94,7 @@ func TestRouter(t *testing.T) {
 	})
 
 	t.Run("models lists the served model", func(t *testing.T) {
-		var list struct {
-			Object string `json:"object"`
-			Data   []struct {
-				ID     string `json:"id"`
-				Object string `json:"object"`
-			} `json:"data"`
-		}
-		c.getJSON(t, "/v1/models", &list)
-		if list.Object != "list" {
-			t.Errorf("object = %q, want %q", list.Object, "list")
-		}
-		var ids []string
-		for _, m := range list.Data {
-			ids = append(ids, m.ID)
-		}
+		ids := c.modelIDs(t)
 		// Both workers serve one model: the merged list names it once.
 		if !slices.Equal(ids, []string{simModel}) {
 			t.Errorf("model ids = %q, want [%q]", ids, simModel)

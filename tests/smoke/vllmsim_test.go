@@ -48,21 +48,7 @@ func TestVLLMSim(t *testing.T) {
 	})
 
 	t.Run("models lists the served model", func(t *testing.T) {
-		var list struct {
-			Object string `json:"object"`
-			Data   []struct {
-				ID     string `json:"id"`
-				Object string `json:"object"`
-			} `json:"data"`
-		}
-		c.getJSON(t, "/v1/models", &list)
-		if list.Object != "list" {
-			t.Errorf("object = %q, want %q", list.Object, "list")
-		}
-		var ids []string
-		for _, m := range list.Data {
-			ids = append(ids, m.ID)
-		}
+		ids := c.modelIDs(t)
 		if !slices.Contains(ids, simModel) {
 			t.Errorf("model ids = %q, want %q among them", ids, simModel)
 		}
@@ -314,4 +300,26 @@ func checkOpenAIError(t *testing.T, body []byte) {
 	if e.Error == nil || e.Error.Message == "" || e.Error.Type == "" {
 		t.Errorf("body = %s, want {\"error\":{\"message\":...,\"type\":...}}", body)
 	}
+}
+
+// modelIDs returns the ids GET /v1/models lists, after checking it is an
+// OpenAI model list.
+func (c *client) modelIDs(t *testing.T) []string {
+	t.Helper()
+	var list struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID     string `json:"id"`
+			Object string `json:"object"`
+		} `json:"data"`
+	}
+	c.getJSON(t, "/v1/models", &list)
+	if list.Object != "list" {
+		t.Errorf("object = %q, want %q", list.Object, "list")
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }
