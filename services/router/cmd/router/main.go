@@ -140,7 +140,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Handler().(*proxy.Server).Routing().Strategy.Name())
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Strategy())
 	return a.Run(ctx, ln, *grace)
 }
 

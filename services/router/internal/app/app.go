@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -106,6 +105,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.pool.OnRemove = func(ep *pool.Endpoint) {
 		o.Log.Info("worker removed", "worker", ep.URL)
 		a.prober.Stop(ep)
+		a.server.Forget(ep.URL)
 		if f, ok := a.server.Routing().Strategy.(strategy.Forgetter); ok {
 			f.Forget(ep.URL)
 		}
@@ -161,8 +161,8 @@ func (a *App) Reload() error {
 	return nil
 }
 
-// Handler returns the HTTP handler.
-func (a *App) Handler() http.Handler { return a.server }
+// Strategy names the routing strategy in force.
+func (a *App) Strategy() string { return a.server.Routing().Strategy.Name() }
 
 // Pool exposes the endpoint pool (debugging, tests).
 func (a *App) Pool() *pool.Pool { return a.pool }
@@ -191,20 +191,16 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 			}
 		}()
 	}
-	hs := httpserve.New(a.server, a.opts.Log)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- a.server.Serve(ln) }()
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	httpserve.Shutdown(ctx, hs, grace, a.opts.Log)
+	a.server.Shutdown(grace)
 	cancel()
 	wg.Wait()
 	a.prober.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -142,6 +144,18 @@ func TestErrorCodes(t *testing.T) {
 			checkError(t, resp, body, tt.want, tt.param)
 		})
 	}
+	for _, path := range []string{"/v1/completions", "/v1/models"} {
+		t.Run("wrong method on "+path, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodDelete, r.url+path, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			checkError(t, resp, body, 405, "")
+		})
+	}
 }
 
 func checkError(t *testing.T, resp *http.Response, body []byte, want int, param string) {
@@ -240,9 +254,21 @@ func TestTimeouts(t *testing.T) {
 			o.Proxy.TTFBTimeout = 10 * time.Second
 			o.Proxy.IdleTimeout = 150 * time.Millisecond
 		})
-		resp, body := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"slow","max_tokens":5,"stream":true}`)
+		resp, err := http.Post(r.url+"/v1/completions", "application/json",
+			strings.NewReader(`{"model":"`+simModel+`","prompt":"slow","max_tokens":5,"stream":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
+		}
+		// The status is already sent when the worker stalls; the client
+		// learns of the cut from the missing end of the chunked body,
+		// not from a stream that looks complete.
+		body, err := io.ReadAll(resp.Body)
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("reading the cut stream: err = %v, want %v", err, io.ErrUnexpectedEOF)
 		}
 		if bytes.Contains(body, []byte("[DONE]")) {
 			t.Fatalf("stream completed despite idle gaps over the timeout: %s", body)
@@ -301,6 +327,30 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	for w.metric(t, "vllm:num_requests_running") > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("worker still running the request 5s after the client left")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClientDisconnectDuringPrefill: a client that leaves before the first
+// token (nothing has been written to it yet, so no write can fail) still
+// cancels the worker's request.
+func TestClientDisconnectDuringPrefill(t *testing.T) {
+	// time-scale 1: a 6000-token prompt's prefill takes about a second.
+	w := startWorker(t, "--time-scale", "1")
+	r := startRouter(t, []*worker{w})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.url+"/v1/completions",
+		strings.NewReader(`{"model":"`+simModel+`","prompt":"`+strings.Repeat("long prefill ", 2000)+`","max_tokens":2000}`))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("got status %d before the prefill could end", resp.StatusCode)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for scrape(t, r.url+"/metrics", `warmpath_router_requests_total{code="499"`) != 1 || w.metric(t, "vllm:num_requests_running") > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's request was not cancelled (or not counted as 499) 5s after the client left")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

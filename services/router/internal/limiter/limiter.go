@@ -156,12 +156,20 @@ func (l *Limiter) notify() {
 	l.changed = make(chan struct{})
 }
 
-// WaitForChange blocks until some request releases capacity, ctx ends, or
-// the queue timeout passes. It is how a request waits when every worker it
-// could use is at its per-worker limit.
-func (l *Limiter) WaitForChange(ctx context.Context) error {
+// Changed returns a channel closed at the next Notify. Take it before
+// looking for capacity, then WaitForChange on it: a release in between is
+// not missed.
+func (l *Limiter) Changed() <-chan struct{} {
 	l.mu.Lock()
-	ch := l.changed
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// WaitForChange blocks until ch (from Changed) closes, ctx ends, or the
+// queue timeout passes. It is how a request waits when every worker it
+// could use is at its per-worker limit.
+func (l *Limiter) WaitForChange(ctx context.Context, ch <-chan struct{}) error {
+	l.mu.Lock()
 	timeout := l.cfg.QueueTimeout
 	l.mu.Unlock()
 	timer := time.NewTimer(timeout)

@@ -119,7 +119,7 @@ func TestWaitForChange(t *testing.T) {
 			}
 		}
 	}()
-	if err := l.WaitForChange(context.Background()); err != nil {
+	if err := l.WaitForChange(context.Background(), l.Changed()); err != nil {
 		t.Fatal(err)
 	}
 }

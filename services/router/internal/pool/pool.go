@@ -68,6 +68,28 @@ func (e *Endpoint) InFlight() int { return int(e.inflight.Load()) }
 // Acquire counts a request in flight; call the returned func when it ends.
 func (e *Endpoint) Acquire() (release func()) {
 	e.inflight.Add(1)
+	return e.releaser()
+}
+
+// TryAcquire counts a request in flight unless limit (> 0) are already;
+// checking and counting are one atomic step, so concurrent callers never
+// exceed the limit. limit <= 0 means no limit.
+func (e *Endpoint) TryAcquire(limit int) (release func(), ok bool) {
+	if limit <= 0 {
+		return e.Acquire(), true
+	}
+	for {
+		n := e.inflight.Load()
+		if n >= int64(limit) {
+			return nil, false
+		}
+		if e.inflight.CompareAndSwap(n, n+1) {
+			return e.releaser(), true
+		}
+	}
+}
+
+func (e *Endpoint) releaser() func() {
 	var once sync.Once
 	return func() { once.Do(func() { e.inflight.Add(-1) }) }
 }

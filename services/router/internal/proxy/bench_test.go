@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,14 +39,19 @@ func BenchmarkProxyCompletion(b *testing.B) {
 	lim := limiter.New(limiter.Config{})
 	m := metrics.New(prometheus.NewRegistry(), p, lim.Stats)
 	srv := New(Config{}, p, lim, m, noop.NewTracerProvider().Tracer("b"), nil, &Routing{Strategy: s})
-	router := httptest.NewServer(srv)
-	defer router.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Shutdown(time.Second)
+	routerURL := "http://" + ln.Addr().String()
 	body := []byte(`{"model":"m","prompt":"` + strings.Repeat("lorem ipsum ", 680) + `","max_tokens":16}`)
 	client := &http.Client{}
 	b.SetBytes(int64(len(body)))
 	b.ResetTimer()
 	for range b.N {
-		resp, err := client.Post(router.URL+"/v1/completions", "application/json", bytes.NewReader(body))
+		resp, err := client.Post(routerURL+"/v1/completions", "application/json", bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}

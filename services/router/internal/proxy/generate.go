@@ -12,10 +12,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/gin-gonic/gin"
+	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -26,16 +25,24 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/internal/upstream"
 )
 
 // requestIDHeader carries the request id to the worker and back.
 const requestIDHeader = "X-Request-Id"
 
-// exchange is one client request on its way through the router.
+// exchange is one client request on its way through the router. It ends
+// in Server.finish: in the handler, or, for a response streamed after the
+// handler returned, when the stream closes.
 type exchange struct {
-	c        *gin.Context
+	fc       *fasthttp.RequestCtx // valid only until the handler returns
+	ctx      context.Context      //nolint:containedctx // the request's context: tracing, client disconnect, total timeout
+	cancel   context.CancelFunc
+	path     string
+	uri      string
 	id       string
 	start    time.Time
+	header   http.Header // end-to-end headers for the worker
 	body     []byte
 	parsed   *parsed
 	routing  *Routing
@@ -43,61 +50,82 @@ type exchange struct {
 	base     *slog.Logger
 	logger   *slog.Logger // built on first use: most requests log nothing
 	span     trace.Span
+	release  func() // the limiter slot, once held
 	// cacheAware says the strategy chooses; otherwise (tokenize,
 	// detokenize) the least-loaded worker is used and nothing is learnt.
 	cacheAware bool
+	// streamed says the response body goes out after the handler returns
+	// (stream.go), which then finishes the exchange.
+	streamed bool
 }
 
-func (s *Server) generate(c *gin.Context) {
-	x := &exchange{c: c, start: time.Now(), routing: s.routing.Load()}
-	x.id = c.GetHeader(requestIDHeader)
+func (s *Server) generate(fc *fasthttp.RequestCtx, path string) {
+	x := &exchange{fc: fc, path: path, start: time.Now(), routing: s.routing.Load(), base: s.log}
+	x.uri = path
+	if q := fc.URI().QueryString(); len(q) > 0 {
+		x.uri += "?" + string(q)
+	}
+	x.id = string(fc.Request.Header.Peek(requestIDHeader))
 	if x.id == "" {
 		x.id = newRequestID()
 	}
-	c.Header(requestIDHeader, x.id)
-	x.base = s.log
-	path := c.Request.URL.Path
+	fc.Response.Header.Set(requestIDHeader, x.id)
 	x.cacheAware = path == "/v1/completions" || path == "/v1/chat/completions"
 	x.strategy = x.routing.Strategy.Name()
 	if !x.cacheAware {
 		x.strategy = "leastloaded"
 	}
 
-	ctx := s.prop.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+	ctx := s.prop.Extract(context.Background(), headerCarrier{&fc.Request.Header})
 	ctx, x.span = s.tracer.Start(ctx, "router "+path, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("warmpath.request_id", x.id)))
-	defer x.span.End()
-	c.Request = c.Request.WithContext(ctx)
+	x.ctx, x.cancel = context.WithTimeout(ctx, s.cfg.TotalTimeout)
+	x.header = requestHeaders(&fc.Request.Header)
+	x.header.Set(requestIDHeader, x.id)
+	s.prop.Inject(x.ctx, propagation.HeaderCarrier(x.header))
 
-	status := s.serve(x)
+	watch := watchDisconnect(fc.Conn(), s.cfg.DisconnectCheckDelay, x.cancel)
+	status := s.serveExchange(x)
+	if watch.stop() {
+		// The watch read a byte of the client's next request, which the
+		// server can no longer see: this response must be the last.
+		fc.SetConnectionClose()
+	}
+	if !x.streamed {
+		s.finish(x, status)
+	}
+	x.fc = nil
+}
+
+// finish ends an exchange: its metrics, span, limiter slot and context.
+func (s *Server) finish(x *exchange, status int) {
 	x.span.SetAttributes(attribute.Int("http.response.status_code", status))
 	if status >= 500 {
 		x.span.SetStatus(codes.Error, http.StatusText(status))
 	}
 	s.metrics.Duration.WithLabelValues(x.strategy).Observe(time.Since(x.start).Seconds())
+	if x.release != nil {
+		x.release()
+	}
+	x.cancel()
+	x.span.End()
 }
 
 // log returns the exchange's logger, carrying the request id and path.
 func (x *exchange) log() *slog.Logger {
 	if x.logger == nil {
-		x.logger = x.base.With("request_id", x.id, "path", x.c.Request.URL.Path)
+		x.logger = x.base.With("request_id", x.id, "path", x.path)
 	}
 	return x.logger
 }
 
-// serve handles one exchange and returns the status sent to the client.
-func (s *Server) serve(x *exchange) int {
-	c := x.c
-	body, err := readBody(c.Writer, c.Request, s.cfg.MaxBodyBytes)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return s.reject(x, metrics.ReasonBodyTooLarge, openai.Errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", tooBig.Limit))
-		}
-		return s.reject(x, metrics.ReasonBadRequest, openai.Errorf(http.StatusBadRequest, "read request body: %v", err))
-	}
-	x.body = body
-	p, err := parseBody(body)
+// serveExchange handles one exchange and returns the status sent to the
+// client.
+func (s *Server) serveExchange(x *exchange) int {
+	// The body outlives the handler (it is retried, and the parsed fields
+	// point into it), and fasthttp reuses its buffer after the handler.
+	x.body = bytes.Clone(x.fc.PostBody())
+	p, err := parseBody(x.body)
 	if err != nil {
 		var br *badRequest
 		if errors.As(err, &br) {
@@ -106,7 +134,7 @@ func (s *Server) serve(x *exchange) int {
 		return s.reject(x, metrics.ReasonBadRequest, openai.Errorf(http.StatusBadRequest, "%v", err))
 	}
 	x.parsed = p
-	p.route.SessionKey = sessionKey(c.Request.Header, x.routing.SessionHeaders, p.user)
+	p.route.SessionKey = sessionKey(x.header, x.routing.SessionHeaders, p.user)
 	x.span.SetAttributes(attribute.String("gen_ai.request.model", p.model), attribute.Bool("warmpath.stream", p.stream))
 
 	known, healthy := false, false
@@ -124,30 +152,12 @@ func (s *Server) serve(x *exchange) int {
 		return s.reject(x, metrics.ReasonNoWorker, openai.Errorf(http.StatusServiceUnavailable, "no healthy worker serves model %q", p.model))
 	}
 
-	release, err := s.limiter.Acquire(c.Request.Context())
+	release, err := s.limiter.Acquire(x.ctx)
 	if err != nil {
 		return s.overflow(x, err)
 	}
-	defer release()
+	x.release = release
 	return s.route(x)
-}
-
-// readBody reads the request body under the size limit, allocating once
-// when the client sent a Content-Length.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	if n := r.ContentLength; n > 0 && n <= limit {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		// Reading past the declared length surfaces a lying client.
-		if m, _ := rd.Read(make([]byte, 1)); m > 0 {
-			return nil, errors.New("request body longer than its Content-Length")
-		}
-		return buf, nil
-	}
-	return io.ReadAll(rd)
 }
 
 // reject answers a request the router refuses itself.
@@ -155,7 +165,7 @@ func (s *Server) reject(x *exchange, reason string, e *openai.APIError) int {
 	s.metrics.Rejections.WithLabelValues(reason).Inc()
 	s.metrics.Requests.WithLabelValues("", x.strategy, metrics.Code(e.Status)).Inc()
 	x.log().Info("rejected", "reason", reason, "status", e.Status, "err", e.Message)
-	writeError(x.c, e)
+	writeFastError(x.fc, e)
 	return e.Status
 }
 
@@ -166,11 +176,18 @@ func (s *Server) overflow(x *exchange, err error) int {
 		if errors.Is(err, limiter.ErrQueueTimeout) {
 			reason = metrics.ReasonQueueTimeout
 		}
-		x.c.Header("Retry-After", "1")
+		x.fc.Response.Header.Set("Retry-After", "1")
 		return s.reject(x, reason, openai.Errorf(s.limiter.Config().OverflowStatus, "router over capacity; retry later"))
 	default: // the client went away while queued
-		return 499
+		return s.clientGone(x, "")
 	}
+}
+
+// clientGone ends an exchange whose client left: nothing more is sent.
+func (s *Server) clientGone(x *exchange, worker string) int {
+	s.metrics.Requests.WithLabelValues(worker, x.strategy, "499").Inc()
+	x.fc.SetConnectionClose()
+	return 499
 }
 
 // candidates returns the endpoints a request may go to now, and how many
@@ -207,15 +224,20 @@ func leastLoaded(eps []strategy.Endpoint) strategy.Decision {
 // route picks workers and forwards until one answers, retrying on another
 // worker while nothing has reached the client.
 func (s *Server) route(x *exchange) int {
-	ctx := x.c.Request.Context()
+	ctx := x.ctx
 	tried := map[string]bool{}
 	var last *attemptResult
 	for attempt := 0; ; attempt++ {
+		// Taken before looking, so a slot freed while we look wakes us.
+		var changed <-chan struct{}
+		if s.cfg.MaxPerWorker > 0 {
+			changed = s.limiter.Changed()
+		}
 		eps, full := s.candidates(x.parsed.model, tried)
 		if len(eps) == 0 {
 			if full > 0 {
 				// Every usable worker is at its own limit: wait for a slot.
-				if err := s.limiter.WaitForChange(ctx); err != nil {
+				if err := s.limiter.WaitForChange(ctx, changed); err != nil {
 					return s.overflow(x, err)
 				}
 				attempt--
@@ -251,9 +273,18 @@ func (s *Server) route(x *exchange) int {
 		x.span.SetAttributes(attribute.String("warmpath.strategy", x.strategy), attribute.String("warmpath.worker", ep.URL),
 			attribute.Int("warmpath.match_chunks", dec.MatchedChunks), attribute.Int("warmpath.prompt_chunks", dec.TotalChunks),
 			attribute.Int("warmpath.attempt", attempt))
+		epRelease, ok := ep.TryAcquire(s.cfg.MaxPerWorker)
+		if !ok {
+			// Another request took the worker's last slot since the
+			// snapshot: wait for a slot, then choose again.
+			if err := s.limiter.WaitForChange(ctx, changed); err != nil {
+				return s.overflow(x, err)
+			}
+			attempt--
+			continue
+		}
 		lastAttempt := attempt >= s.cfg.MaxRetries
-		res := s.forward(x, ep, lastAttempt)
-		s.limiter.Notify()
+		res := s.forward(x, ep, epRelease, lastAttempt)
 		if res.done {
 			return res.status
 		}
@@ -272,7 +303,7 @@ func (s *Server) fail(x *exchange, res *attemptResult) int {
 	e := openai.Errorf(http.StatusBadGateway, "worker %s: %v", res.worker, res.err)
 	s.metrics.Requests.WithLabelValues(res.worker, x.strategy, metrics.Code(e.Status)).Inc()
 	x.log().Warn("request failed", "worker", res.worker, "status", e.Status, "err", res.err)
-	writeError(x.c, e)
+	writeFastError(x.fc, e)
 	return e.Status
 }
 
@@ -286,41 +317,46 @@ type attemptResult struct {
 	err    error
 }
 
+// bufferLimit is the largest non-streamed response body the handler reads
+// whole before answering; larger or unsized ones are streamed.
+const bufferLimit = 1 << 20
+
 // forward sends the request to ep and, unless it fails retryably before
-// the first body byte, streams the answer to the client.
-func (s *Server) forward(x *exchange, ep *pool.Endpoint, last bool) *attemptResult {
-	release := ep.Acquire()
-	defer release()
-	c := x.c
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.TotalTimeout)
-	defer cancel()
-	// One watchdog covers time-to-first-byte, then the idle gap between reads.
-	var timedOut atomic.Bool
-	watchdog := time.AfterFunc(s.cfg.TTFBTimeout, func() { timedOut.Store(true); cancel() })
-	defer watchdog.Stop()
-
-	target := ep.URL + c.Request.URL.Path
-	if q := c.Request.URL.RawQuery; q != "" {
-		target += "?" + q
-	}
-	req, err := http.NewRequestWithContext(ctx, c.Request.Method, target, bytes.NewReader(x.body))
+// the first body byte, answers the client: a non-streamed response read
+// whole and sent in one write, an event stream (or a large body) handed to
+// the server as a body stream that is flushed per read.
+//
+// epRelease frees the worker slot the caller acquired; forward owns it.
+func (s *Server) forward(x *exchange, ep *pool.Endpoint, epRelease func(), last bool) *attemptResult {
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			epRelease()
+			s.limiter.Notify()
+		}
+	}()
+	t, err := s.target(ep.URL)
 	if err != nil {
-		return &attemptResult{done: true, status: 500, worker: ep.URL, err: err}
+		return &attemptResult{worker: ep.URL, reason: metrics.ReasonConnectError, err: err}
 	}
-	copyEndToEnd(req.Header, c.Request.Header)
-	req.Header.Set(requestIDHeader, x.id)
-	req.Header.Del("Content-Length")
-	req.ContentLength = int64(len(x.body))
-	s.prop.Inject(ctx, propagation.HeaderCarrier(req.Header))
-
-	resp, err := s.client.Do(req)
+	ttfbAt := time.Now().Add(s.cfg.TTFBTimeout)
+	resp, err := s.client.Do(x.ctx, t, &upstream.Request{
+		Method: http.MethodPost, URI: x.uri, Header: x.header, Body: x.body,
+		HeadTimeout: s.cfg.TTFBTimeout,
+	})
 	if err != nil {
-		return s.upstreamError(x, ep, err, timedOut.Load() || errors.Is(err, context.DeadlineExceeded))
+		return s.upstreamError(x, ep, err)
 	}
-	defer resp.Body.Close()
+	body := resp.Body
+	defer func() {
+		if !handedOff {
+			_ = body.Close()
+		}
+	}()
 
 	if (resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests) && !last {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		body.SetReadTimeout(s.cfg.IdleTimeout)
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 		reason := metrics.ReasonUpstream429
 		if resp.StatusCode >= 500 {
 			reason = metrics.ReasonUpstream5xx
@@ -329,107 +365,121 @@ func (s *Server) forward(x *exchange, ep *pool.Endpoint, last bool) *attemptResu
 		return &attemptResult{worker: ep.URL, reason: reason, err: fmt.Errorf("status %d", resp.StatusCode)}
 	}
 
-	// Wait for the first body byte before committing headers, so a worker
-	// that stalls in prefill still gets a clean 504.
+	// Wait for the first body byte before committing the status, so a
+	// worker that stalls in prefill still gets a clean 504.
 	bufp := s.bufs.Get().(*[]byte)
-	defer s.bufs.Put(bufp)
-	buf := *bufp
-	n, rerr := io.ReadAtLeast(resp.Body, buf[:1], 1)
-	if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
-		return s.upstreamError(x, ep, rerr, timedOut.Load())
-	}
-	s.metrics.TTFT.WithLabelValues(x.strategy).Observe(time.Since(x.start).Seconds())
-	watchdog.Reset(s.cfg.IdleTimeout)
-
-	h := c.Writer.Header()
-	copyEndToEnd(h, resp.Header)
-	h.Set(requestIDHeader, x.id)
-	c.Status(resp.StatusCode)
-	c.Writer.WriteHeaderNow()
-	streaming := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-	written := 0
-	copyErr := func() error {
-		if n > 0 {
-			if _, err := c.Writer.Write(buf[:n]); err != nil {
-				return clientError{err}
-			}
-			written += n
-		}
-		for {
-			m, err := resp.Body.Read(buf)
-			if m > 0 {
-				watchdog.Reset(s.cfg.IdleTimeout)
-				if _, werr := c.Writer.Write(buf[:m]); werr != nil {
-					return clientError{werr}
-				}
-				written += m
-				if streaming {
-					c.Writer.Flush()
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+	defer func() {
+		if !handedOff {
+			s.bufs.Put(bufp)
 		}
 	}()
-	if streaming {
-		c.Writer.Flush()
+	buf := *bufp
+	var n int
+	var rerr error
+	for n == 0 && rerr == nil {
+		left := time.Until(ttfbAt)
+		if left <= 0 {
+			rerr = upstream.ErrTimeout
+			break
+		}
+		body.SetReadTimeout(left)
+		n, rerr = body.Read(buf)
+	}
+	if rerr != nil && !errors.Is(rerr, io.EOF) {
+		return s.upstreamError(x, ep, rerr)
+	}
+	s.metrics.TTFT.WithLabelValues(x.strategy).Observe(time.Since(x.start).Seconds())
+	body.SetReadTimeout(s.cfg.IdleTimeout)
+
+	streaming := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if streaming || resp.ContentLength < 0 || resp.ContentLength > bufferLimit {
+		x.fc.SetStatusCode(resp.StatusCode)
+		copyResponseHeaders(&x.fc.Response.Header, resp.Header)
+		x.fc.Response.Header.Set(requestIDHeader, x.id)
+		st := &bodyStream{s: s, x: x, ep: ep, epRelease: epRelease, body: body, bufp: bufp,
+			pending: buf[:n], eof: errors.Is(rerr, io.EOF), conn: x.fc.Conn(), status: resp.StatusCode}
+		size := -1
+		if !streaming && resp.ContentLength >= 0 {
+			size = int(resp.ContentLength)
+		}
+		x.fc.Response.SetBodyStream(st, size)
+		x.streamed, handedOff = true, true
+		return &attemptResult{done: true, status: resp.StatusCode, worker: ep.URL}
 	}
 
-	code := metrics.Code(resp.StatusCode)
-	var ce clientError
-	switch {
-	case copyErr == nil:
-		if resp.StatusCode < 500 {
-			ep.RecordSuccess()
-		} else {
-			s.recordFailure(ep)
-		}
-	case errors.As(copyErr, &ce) || c.Request.Context().Err() != nil:
-		// The client went away: not the worker's fault.
-		code = "499"
-		x.log().Info("client disconnected", "worker", ep.URL, "bytes", written)
-	default:
-		// The worker stalled or broke mid-stream; the status is already
-		// sent, so the stream just ends early.
-		s.recordFailure(ep)
-		x.log().Warn("upstream stream broken", "worker", ep.URL, "idle_timeout", timedOut.Load(), "err", copyErr, "bytes", written)
-		code = "502"
-		if timedOut.Load() {
-			code = "504"
-		}
+	// A sized, small answer: read it whole, then send it in one write.
+	out := &x.fc.Response
+	out.AppendBody(buf[:n])
+	for rerr == nil {
+		n, rerr = body.Read(buf)
+		out.AppendBody(buf[:n])
 	}
-	s.metrics.Requests.WithLabelValues(ep.URL, x.strategy, code).Inc()
-	if x.base.Enabled(c.Request.Context(), slog.LevelDebug) {
-		x.log().Debug("proxied", "worker", ep.URL, "status", resp.StatusCode, "bytes", written, "duration", time.Since(x.start))
+	if !errors.Is(rerr, io.EOF) {
+		// Nothing has reached the client yet, so it gets an error rather
+		// than a truncated body; the worker did the work, so no retry.
+		out.ResetBody()
+		if x.ctx.Err() != nil && !errors.Is(x.ctx.Err(), context.DeadlineExceeded) {
+			return &attemptResult{done: true, status: s.clientGone(x, ep.URL), worker: ep.URL}
+		}
+		s.recordFailure(ep)
+		status := http.StatusBadGateway
+		if errors.Is(rerr, upstream.ErrTimeout) || errors.Is(rerr, context.DeadlineExceeded) {
+			status = http.StatusGatewayTimeout
+		}
+		s.metrics.Requests.WithLabelValues(ep.URL, x.strategy, metrics.Code(status)).Inc()
+		x.log().Warn("upstream response broken", "worker", ep.URL, "status", status, "err", rerr)
+		writeFastError(x.fc, openai.Errorf(status, "worker %s: response body: %v", ep.URL, rerr))
+		return &attemptResult{done: true, status: status, worker: ep.URL}
+	}
+	x.fc.SetStatusCode(resp.StatusCode)
+	copyResponseHeaders(&out.Header, resp.Header)
+	out.Header.Set(requestIDHeader, x.id)
+	if resp.StatusCode < 500 {
+		ep.RecordSuccess()
+	} else {
+		s.recordFailure(ep)
+	}
+	s.metrics.Requests.WithLabelValues(ep.URL, x.strategy, metrics.Code(resp.StatusCode)).Inc()
+	if x.base.Enabled(x.ctx, slog.LevelDebug) {
+		x.log().Debug("proxied", "worker", ep.URL, "status", resp.StatusCode, "bytes", len(out.Body()), "duration", time.Since(x.start))
 	}
 	return &attemptResult{done: true, status: resp.StatusCode, worker: ep.URL}
 }
 
-// clientError marks a failed write to the client.
-type clientError struct{ error }
-
-func (e clientError) Unwrap() error { return e.error }
+// target returns the parsed address of a worker URL, cached: the URL is
+// parsed once per worker, not per request.
+func (s *Server) target(workerURL string) (upstream.Target, error) {
+	if t, ok := s.targets.Load(workerURL); ok {
+		return t.(upstream.Target), nil
+	}
+	t, err := upstream.ParseTarget(workerURL)
+	if err != nil {
+		return t, err
+	}
+	s.targets.Store(workerURL, t)
+	return t, nil
+}
 
 // upstreamError classifies a failure before anything reached the client.
-func (s *Server) upstreamError(x *exchange, ep *pool.Endpoint, err error, timedOut bool) *attemptResult {
-	if x.c.Request.Context().Err() != nil {
+func (s *Server) upstreamError(x *exchange, ep *pool.Endpoint, err error) *attemptResult {
+	cerr := x.ctx.Err()
+	if cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
 		// The client left; answer nothing more.
-		s.metrics.Requests.WithLabelValues(ep.URL, x.strategy, "499").Inc()
-		return &attemptResult{done: true, status: 499, worker: ep.URL}
+		return &attemptResult{done: true, status: s.clientGone(x, ep.URL), worker: ep.URL}
 	}
 	res := &attemptResult{worker: ep.URL, err: err, reason: metrics.ReasonUpstreamError}
 	var opErr *net.OpError
 	switch {
-	case timedOut:
-		// Past TTFB: the worker accepted the request, so retrying would
-		// double the work; answer 504.
+	case errors.Is(err, upstream.ErrTimeout) || cerr != nil:
+		// Past TTFB (or the total timeout): the worker accepted the
+		// request, so retrying would double the work; answer 504.
 		s.recordFailure(ep)
 		s.metrics.Requests.WithLabelValues(ep.URL, x.strategy, "504").Inc()
-		writeError(x.c, openai.Errorf(http.StatusGatewayTimeout, "worker %s sent no response within %s", ep.URL, s.cfg.TTFBTimeout))
+		limit := s.cfg.TTFBTimeout
+		if cerr != nil {
+			limit = s.cfg.TotalTimeout
+		}
+		writeFastError(x.fc, openai.Errorf(http.StatusGatewayTimeout, "worker %s sent no response within %s", ep.URL, limit))
 		return &attemptResult{done: true, status: http.StatusGatewayTimeout, worker: ep.URL}
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		res.reason = metrics.ReasonConnectError

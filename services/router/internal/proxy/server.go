@@ -1,4 +1,4 @@
-// Package proxy is the router's HTTP front door (gin): it parses each
+// Package proxy is the router's HTTP front door: it parses each
 // OpenAI request just enough to route it, asks the configured strategy for
 // a worker among the healthy ones serving the model, and proxies the
 // response byte for byte — SSE flushed per event — with timeouts, bounded
@@ -7,18 +7,24 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -27,6 +33,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/internal/upstream"
 )
 
 // Config holds the proxy settings fixed at start.
@@ -42,6 +49,10 @@ type Config struct {
 	IdleTimeout time.Duration
 	// TotalTimeout bounds a whole request.
 	TotalTimeout time.Duration
+	// DisconnectCheckDelay is how long a request waits for its answer
+	// before the router starts watching the client connection for a
+	// disconnect (watch.go).
+	DisconnectCheckDelay time.Duration
 	// MaxRetries is how many other workers are tried after a connect
 	// failure or a 5xx/429 answer, before any byte reached the client.
 	MaxRetries int
@@ -71,6 +82,9 @@ func (c *Config) Defaults() {
 	if c.TotalTimeout <= 0 {
 		c.TotalTimeout = 10 * time.Minute
 	}
+	if c.DisconnectCheckDelay <= 0 {
+		c.DisconnectCheckDelay = 20 * time.Millisecond
+	}
 }
 
 // Routing is the hot-reloadable routing state.
@@ -83,7 +97,15 @@ type Routing struct {
 	Source any
 }
 
-// Server is the router's HTTP handler.
+// Server is the router's HTTP front door.
+//
+// The proxied routes (completions, chat completions, tokenize,
+// detokenize) are served on fasthttp with the in-goroutine upstream client:
+// net/http's server and Transport spend, per request, several goroutine
+// hand-offs that on a small machine cost more tail latency than everything
+// the router does (docs/benchmarks.md). The control routes (health,
+// models, debug, metrics) stay on gin, adapted, where their latency does
+// not matter.
 type Server struct {
 	cfg     Config
 	pool    *pool.Pool
@@ -92,10 +114,16 @@ type Server struct {
 	tracer  trace.Tracer
 	prop    propagation.TextMapPropagator
 	log     *slog.Logger
-	client  *http.Client
+	client  *upstream.Client
+	targets sync.Map // worker URL -> upstream.Target
 	routing atomic.Pointer[Routing]
 	engine  *gin.Engine
+	control fasthttp.RequestHandler
+	hs      *fasthttp.Server
 	bufs    sync.Pool
+
+	connsMu sync.Mutex // guards conns
+	conns   map[net.Conn]struct{}
 }
 
 // New builds the server. routing must be set before serving.
@@ -104,24 +132,12 @@ func New(cfg Config, p *pool.Pool, lim *limiter.Limiter, m *metrics.Metrics, tra
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ExpectContinueTimeout: 0,
-		// Large enough that headers and a typical prompt leave in one
-		// write, and a response arrives in one read.
-		WriteBufferSize: 64 << 10,
-		ReadBufferSize:  64 << 10,
-	}
 	s := &Server{
 		cfg: cfg, pool: p, limiter: lim, metrics: m, tracer: tracer, log: log,
 		prop:   propagation.TraceContext{},
-		client: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client: upstream.New(upstream.Config{DialTimeout: cfg.ConnectTimeout}),
 		bufs:   sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
+		conns:  map[net.Conn]struct{}{},
 	}
 	s.routing.Store(routing)
 	gin.SetMode(gin.ReleaseMode)
@@ -136,15 +152,31 @@ func New(cfg Config, p *pool.Pool, lim *limiter.Limiter, m *metrics.Metrics, tra
 	})
 	e.GET("/health", func(c *gin.Context) { c.Status(http.StatusOK) })
 	e.GET("/ready", s.ready)
-	api := e.Group("/", s.auth)
-	api.POST("/v1/completions", s.generate)
-	api.POST("/v1/chat/completions", s.generate)
-	api.POST("/tokenize", s.generate)
-	api.POST("/detokenize", s.generate)
-	api.GET("/v1/models", s.models)
+	e.GET("/v1/models", s.auth, s.models)
 	e.GET("/debug/endpoints", s.debugEndpoints)
 	e.GET("/debug/config", s.debugConfig)
 	s.engine = e
+	s.control = fasthttpadaptor.NewFastHTTPHandler(e)
+	s.hs = &fasthttp.Server{
+		Handler:      s.serve,
+		ErrorHandler: s.requestError,
+		Name:         "warmpath-router",
+		// A request (headers and body) must arrive within ReadTimeout; a
+		// kept-alive connection may then idle for IdleTimeout. Responses
+		// have no write timeout: streams last as long as generation does,
+		// bounded per write by the body stream (stream.go).
+		ReadTimeout:           60 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		MaxRequestBodySize:    int(min(cfg.MaxBodyBytes, math.MaxInt32)),
+		ReadBufferSize:        16 << 10,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		// Shutdown closes idle keep-alive connections; the rest finish
+		// their response first, up to the grace period (Shutdown).
+		ConnState: s.trackConn,
+		Logger:    fastLogger{log},
+	}
 	return s
 }
 
@@ -160,8 +192,101 @@ func (s *Server) SetRouting(r *Routing) { s.routing.Store(r) }
 // Routing returns the routing state in force.
 func (s *Server) Routing() *Routing { return s.routing.Load() }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.engine.ServeHTTP(w, r) }
+// Forget drops what the server keeps for a worker that left: its pooled
+// connections and parsed address.
+func (s *Server) Forget(workerURL string) {
+	if t, ok := s.targets.LoadAndDelete(workerURL); ok {
+		s.client.CloseIdle(t.(upstream.Target).Addr)
+	}
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.hs.Serve(ln) }
+
+// Shutdown stops accepting and lets in-flight requests (streams included)
+// finish for up to grace; past it, the remaining connections are closed.
+func (s *Server) Shutdown(grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := s.hs.ShutdownWithContext(ctx); err != nil {
+		s.log.Warn("shutdown grace period over; closing remaining connections", "err", err)
+		s.connsMu.Lock()
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.connsMu.Unlock()
+	}
+}
+
+func (s *Server) trackConn(c net.Conn, st fasthttp.ConnState) {
+	s.connsMu.Lock()
+	defer s.connsMu.Unlock()
+	switch st { //nolint:exhaustive // only the ends of a connection's life matter
+	case fasthttp.StateNew:
+		s.conns[c] = struct{}{}
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		delete(s.conns, c)
+	}
+}
+
+// fastLogger sends fasthttp's own messages to slog.
+type fastLogger struct{ log *slog.Logger }
+
+func (l fastLogger) Printf(format string, args ...any) { l.log.Warn(fmt.Sprintf(format, args...)) }
+
+// serve dispatches a request: proxied routes natively, the rest to gin.
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panicked", "panic", r, "path", string(ctx.Path()))
+			ctx.Response.Reset()
+			ctx.SetConnectionClose()
+			writeFastError(ctx, openai.Errorf(http.StatusInternalServerError, "internal error"))
+		}
+	}()
+	switch path := string(ctx.Path()); path {
+	case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize":
+		if !ctx.IsPost() {
+			writeFastError(ctx, openai.Errorf(http.StatusMethodNotAllowed, "method %s not allowed for %s", ctx.Method(), path))
+			return
+		}
+		if !s.authorized(ctx.Request.Header.Peek("Authorization")) {
+			s.metrics.Rejections.WithLabelValues(metrics.ReasonUnauthorized).Inc()
+			writeFastError(ctx, openai.Errorf(http.StatusUnauthorized, "invalid or missing API key"))
+			return
+		}
+		s.generate(ctx, path)
+	default:
+		s.control(ctx)
+	}
+}
+
+// requestError answers requests fasthttp could not read.
+func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
+	ctx.SetConnectionClose()
+	var e *openai.APIError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.metrics.Rejections.WithLabelValues(metrics.ReasonBodyTooLarge).Inc()
+		s.metrics.Requests.WithLabelValues("", s.routing.Load().Strategy.Name(), metrics.Code(http.StatusRequestEntityTooLarge)).Inc()
+		e = openai.Errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", s.hs.MaxRequestBodySize)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		e = openai.Errorf(http.StatusRequestTimeout, "request not received within %s", s.hs.ReadTimeout)
+	default:
+		s.metrics.Rejections.WithLabelValues(metrics.ReasonBadRequest).Inc()
+		e = openai.Errorf(http.StatusBadRequest, "malformed HTTP request: %v", err)
+	}
+	writeFastError(ctx, e)
+}
+
+// writeFastError writes e as an OpenAI-style JSON error.
+func writeFastError(ctx *fasthttp.RequestCtx, e *openai.APIError) {
+	ctx.Response.ResetBody()
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.SetStatusCode(e.Status)
+	_ = json.NewEncoder(ctx).Encode(e.Body())
+}
 
 func (s *Server) recovery(c *gin.Context) {
 	defer func() {
@@ -180,15 +305,20 @@ func (s *Server) recovery(c *gin.Context) {
 }
 
 func (s *Server) auth(c *gin.Context) {
-	if s.cfg.APIKey == "" {
-		return
-	}
-	got := strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.APIKey)) != 1 {
+	if !s.authorized([]byte(c.GetHeader("Authorization"))) {
 		s.metrics.Rejections.WithLabelValues(metrics.ReasonUnauthorized).Inc()
 		writeError(c, openai.Errorf(http.StatusUnauthorized, "invalid or missing API key"))
 		c.Abort()
 	}
+}
+
+// authorized checks an Authorization value against the router's API key.
+func (s *Server) authorized(h []byte) bool {
+	if s.cfg.APIKey == "" {
+		return true
+	}
+	got := bytes.TrimPrefix(h, []byte("Bearer "))
+	return subtle.ConstantTimeCompare(got, []byte(s.cfg.APIKey)) == 1
 }
 
 func (s *Server) ready(c *gin.Context) {

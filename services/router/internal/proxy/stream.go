@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/metrics"
+	"github.com/warmpath/warmpath/services/router/internal/pool"
+	"github.com/warmpath/warmpath/services/router/internal/upstream"
+)
+
+// bodyStream carries a worker's response body to the client after the
+// handler returned: fasthttp reads it and, for a chunked (event-stream)
+// body, flushes every read, so each SSE event leaves as it arrives. When
+// fasthttp is done — at the end, or because the client write failed — it
+// calls CloseWithError, which ends the exchange.
+type bodyStream struct {
+	s         *Server
+	x         *exchange
+	ep        *pool.Endpoint
+	epRelease func()
+	body      *upstream.Body
+	bufp      *[]byte
+	pending   []byte // read before the hand-off (the first bytes)
+	conn      net.Conn
+	status    int
+	written   int
+	eof       bool  // the worker's body ended
+	err       error // the worker's body broke
+	closed    bool
+}
+
+// Read returns the worker's next bytes. Before each, it gives the client
+// IdleTimeout to take the previous ones: a client that stops reading
+// cannot hold a worker slot for ever.
+func (b *bodyStream) Read(p []byte) (int, error) {
+	if len(b.pending) > 0 {
+		n := copy(p, b.pending)
+		b.pending = b.pending[n:]
+		b.written += n
+		return n, nil
+	}
+	if b.eof {
+		return 0, io.EOF
+	}
+	if b.conn != nil {
+		_ = b.conn.SetWriteDeadline(time.Now().Add(b.s.cfg.IdleTimeout))
+	}
+	n, err := b.body.Read(p)
+	b.written += n
+	switch {
+	case errors.Is(err, io.EOF):
+		b.eof = true
+	case err != nil:
+		b.err = err
+	}
+	return n, err
+}
+
+// CloseWithError is called by fasthttp once, when it stops reading: werr
+// is nil after a complete response, else why it stopped.
+func (b *bodyStream) CloseWithError(werr error) error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	s, x := b.s, b.x
+	if b.conn != nil {
+		_ = b.conn.SetWriteDeadline(time.Time{})
+	}
+	code := metrics.Code(b.status)
+	switch {
+	case werr == nil && b.err == nil:
+		if b.status < 500 {
+			b.ep.RecordSuccess()
+		} else {
+			s.recordFailure(b.ep)
+		}
+	case b.err == nil && !b.eof:
+		// The client went away (or stopped reading): not the worker's
+		// fault. Closing the worker connection below stops its work.
+		code = "499"
+		x.log().Info("client disconnected", "worker", b.ep.URL, "bytes", b.written, "err", werr)
+	default:
+		// The worker stalled, broke or ended short mid-stream; the status
+		// is already sent, so the stream just ends early.
+		err := b.err
+		if err == nil {
+			err = werr
+		}
+		timedOut := errors.Is(err, upstream.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
+		s.recordFailure(b.ep)
+		x.log().Warn("upstream stream broken", "worker", b.ep.URL, "timeout", timedOut, "err", err, "bytes", b.written)
+		code = "502"
+		if timedOut {
+			code = "504"
+		}
+	}
+	_ = b.body.Close()
+	b.epRelease()
+	s.limiter.Notify()
+	s.bufs.Put(b.bufp)
+	s.metrics.Requests.WithLabelValues(b.ep.URL, x.strategy, code).Inc()
+	if x.base.Enabled(x.ctx, slog.LevelDebug) {
+		x.log().Debug("proxied", "worker", b.ep.URL, "status", b.status, "bytes", b.written, "duration", time.Since(x.start))
+	}
+	s.finish(x, b.status)
+	return nil
+}
