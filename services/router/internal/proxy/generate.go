@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -122,9 +121,11 @@ func (x *exchange) log() *slog.Logger {
 // serveExchange handles one exchange and returns the status sent to the
 // client.
 func (s *Server) serveExchange(x *exchange) int {
-	// The body outlives the handler (it is retried, and the parsed fields
-	// point into it), and fasthttp reuses its buffer after the handler.
-	x.body = bytes.Clone(x.fc.PostBody())
+	// Not copied: everything that reads the body (and the parsed fields,
+	// which point into it) is done before the handler returns, after which
+	// fasthttp reuses the buffer. Strategies must not keep request strings
+	// past Pick (strategy.Request).
+	x.body = x.fc.PostBody()
 	p, err := parseBody(x.body)
 	if err != nil {
 		var br *badRequest
@@ -135,7 +136,10 @@ func (s *Server) serveExchange(x *exchange) int {
 	}
 	x.parsed = p
 	p.route.SessionKey = sessionKey(x.header, x.routing.SessionHeaders, p.user)
-	x.span.SetAttributes(attribute.String("gen_ai.request.model", p.model), attribute.Bool("warmpath.stream", p.stream))
+	if x.span.IsRecording() {
+		// The exporter keeps attributes past the handler: copy.
+		x.span.SetAttributes(attribute.String("gen_ai.request.model", strings.Clone(p.model)), attribute.Bool("warmpath.stream", p.stream))
+	}
 
 	known, healthy := false, false
 	for _, ep := range s.pool.All() {

@@ -28,6 +28,7 @@ type bodyStream struct {
 	pending   []byte // read before the hand-off (the first bytes)
 	conn      net.Conn
 	status    int
+	renewAt   time.Time // when the client write deadline is next renewed
 	written   int
 	eof       bool  // the worker's body ended
 	err       error // the worker's body broke
@@ -47,8 +48,11 @@ func (b *bodyStream) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
-	if b.conn != nil {
-		_ = b.conn.SetWriteDeadline(time.Now().Add(b.s.cfg.IdleTimeout))
+	// Renewed at most every eighth of the timeout, as the worker's read
+	// deadline is (upstream.Body.Read).
+	if now := time.Now(); b.conn != nil && !now.Before(b.renewAt) {
+		_ = b.conn.SetWriteDeadline(now.Add(b.s.cfg.IdleTimeout))
+		b.renewAt = now.Add(b.s.cfg.IdleTimeout / 8)
 	}
 	n, err := b.body.Read(p)
 	b.written += n

@@ -13,6 +13,10 @@ type Message struct {
 }
 
 // Request is the routing-relevant view of one request.
+//
+// Its strings point into the request's buffers, which the server reuses
+// once the request is answered: a strategy that keeps one past Pick (a
+// cache key, a session table entry) must copy it (strings.Clone).
 type Request struct {
 	// Model is the served model name the request asks for.
 	Model string

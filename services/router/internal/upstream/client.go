@@ -194,7 +194,7 @@ func (c *Client) roundTrip(ctx context.Context, t Target, cn *conn, req *Request
 		}
 	}
 	b := &Body{client: c, target: t.Addr, cn: cn, rc: resp.Body, stop: stop, ctx: ctx,
-		keep: !resp.Close, timeout: req.ReadTimeout}
+		keep: !resp.Close, timeout: req.ReadTimeout, deadline: req.HeadTimeout > 0}
 	return &Response{StatusCode: resp.StatusCode, Header: resp.Header, ContentLength: resp.ContentLength, Body: b}, nil
 }
 
@@ -332,30 +332,44 @@ func (c *Client) CloseIdle(addr string) {
 // Body is a response body read on the caller's goroutine. It is not safe
 // for concurrent use.
 type Body struct {
-	client  *Client
-	target  string
-	cn      *conn
-	rc      io.ReadCloser
-	stop    func() bool
-	ctx     context.Context //nolint:containedctx // the request's context, for classifying deadline errors
-	timeout time.Duration
-	keep    bool // the worker allows another request on this connection
-	eof     bool
-	closed  bool
+	client   *Client
+	target   string
+	cn       *conn
+	rc       io.ReadCloser
+	stop     func() bool
+	ctx      context.Context //nolint:containedctx // the request's context, for classifying deadline errors
+	timeout  time.Duration
+	renewAt  time.Time // when the read deadline is next renewed
+	deadline bool      // a read deadline may be set on the connection
+	keep     bool      // the worker allows another request on this connection
+	eof      bool
+	closed   bool
 }
 
 // SetReadTimeout changes the bound on each later Read; 0 means none.
-func (b *Body) SetReadTimeout(d time.Duration) { b.timeout = d }
+func (b *Body) SetReadTimeout(d time.Duration) {
+	b.timeout = d
+	b.renewAt = time.Time{}
+}
 
 // Read reads the body under the read timeout.
+//
+// A stream reads once per event, so the deadline is renewed only when an
+// eighth of the timeout has passed since it was last set: each read is
+// then bounded by between 7/8 of the timeout and the timeout, for a
+// fraction of the timer updates.
 func (b *Body) Read(p []byte) (int, error) {
 	if b.eof {
 		return 0, io.EOF
 	}
-	if b.timeout > 0 {
-		_ = b.cn.nc.SetReadDeadline(time.Now().Add(b.timeout))
-	} else {
+	switch now := time.Now(); {
+	case b.timeout > 0 && !now.Before(b.renewAt):
+		_ = b.cn.nc.SetReadDeadline(now.Add(b.timeout))
+		b.renewAt = now.Add(b.timeout / 8)
+		b.deadline = true
+	case b.timeout <= 0 && b.deadline:
 		_ = b.cn.nc.SetReadDeadline(time.Time{})
+		b.deadline = false
 	}
 	n, err := b.rc.Read(p)
 	if errors.Is(err, io.EOF) {
