@@ -271,6 +271,9 @@ func (s *Server) requestError(ctx *fasthttp.RequestCtx, err error) {
 		s.metrics.Rejections.WithLabelValues(metrics.ReasonBodyTooLarge).Inc()
 		s.metrics.Requests.WithLabelValues("", s.routing.Load().Strategy.Name(), metrics.Code(http.StatusRequestEntityTooLarge)).Inc()
 		e = openai.Errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", s.hs.MaxRequestBodySize)
+	case errors.As(err, new(*fasthttp.ErrSmallBuffer)):
+		s.metrics.Rejections.WithLabelValues(metrics.ReasonBadRequest).Inc()
+		e = openai.Errorf(http.StatusRequestHeaderFieldsTooLarge, "request headers exceed %d bytes", s.hs.ReadBufferSize)
 	case errors.As(err, &netErr) && netErr.Timeout():
 		e = openai.Errorf(http.StatusRequestTimeout, "request not received within %s", s.hs.ReadTimeout)
 	default:

@@ -1,0 +1,195 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/limiter"
+	"github.com/warmpath/warmpath/services/router/internal/metrics"
+	"github.com/warmpath/warmpath/services/router/internal/pool"
+	"github.com/warmpath/warmpath/services/router/internal/strategy"
+)
+
+// startServer serves a router with no workers on loopback.
+func startServer(t *testing.T, cfg Config) string {
+	t.Helper()
+	p := pool.New()
+	s, err := strategy.New(strategy.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(limiter.Config{})
+	srv := New(cfg, p, lim, metrics.New(prometheus.NewRegistry(), p, lim.Stats), noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Shutdown(time.Second) })
+	return ln.Addr().String()
+}
+
+// TestMalformedRequests sends what no HTTP client library would, over raw
+// TCP: each gets an OpenAI-style error and a closed connection.
+func TestMalformedRequests(t *testing.T) {
+	addr := startServer(t, Config{MaxBodyBytes: 1024})
+	tests := []struct {
+		name string
+		raw  string
+		want int
+	}{
+		{"garbage", "NOT HTTP AT ALL\r\n\r\n", 400},
+		{"body over the limit", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n" + strings.Repeat("x", 5000), 413},
+		{"chunked body over the limit", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1400\r\n" + strings.Repeat("x", 5120) + "\r\n0\r\n\r\n", 413},
+		{"headers over the buffer", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 20<<10) + "\r\n\r\n", 431},
+		{"bad content-length", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -3\r\n\r\n", 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.WriteString(nc, tt.raw); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e struct {
+				Error struct {
+					Message string `json:"message"`
+					Code    int    `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+				t.Fatalf("status %d, body not an OpenAI error: %v", resp.StatusCode, err)
+			}
+			if resp.StatusCode != tt.want || e.Error.Code != tt.want || e.Error.Message == "" {
+				t.Fatalf("status %d code %d %q, want %d", resp.StatusCode, e.Error.Code, e.Error.Message, tt.want)
+			}
+			if !resp.Close {
+				t.Error("connection kept open after an unreadable request")
+			}
+		})
+	}
+}
+
+// startProxyTo serves a router in front of one worker.
+func startProxyTo(t *testing.T, workerURL string) string {
+	t.Helper()
+	p := pool.New()
+	p.Update([]discovery.Target{{URL: workerURL}})
+	ep := p.Get(workerURL)
+	ep.SetHealthy(true, time.Now())
+	ep.SetModels([]string{"m"})
+	s, err := strategy.New(strategy.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(limiter.Config{})
+	srv := New(Config{MaxRetries: 0}, p, lim, metrics.New(prometheus.NewRegistry(), p, lim.Stats), noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Shutdown(time.Second) })
+	return "http://" + ln.Addr().String()
+}
+
+// TestResponseModes: each way a worker can frame its answer reaches the
+// client intact — read whole when small and sized, streamed otherwise —
+// and a worker that breaks a sized answer yields an error, not a
+// truncated body.
+func TestResponseModes(t *testing.T) {
+	big := strings.Repeat("y", 2<<20)
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		switch mode := gjson.GetBytes(b, "prompt").String(); mode {
+		case "small":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		case "big":
+			w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+			_, _ = io.WriteString(w, big)
+		case "unsized":
+			for range 3 {
+				_, _ = io.WriteString(w, "part;")
+				w.(http.Flusher).Flush()
+			}
+		case "sse":
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, ev := range []string{"data: 1\n\n", "data: 2\n\n", "data: [DONE]\n\n"} {
+				_, _ = io.WriteString(w, ev)
+				w.(http.Flusher).Flush()
+			}
+		case "broken":
+			w.Header().Set("Content-Length", "100")
+			_, _ = io.WriteString(w, "only ten b")
+			w.(http.Flusher).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		default:
+			http.Error(w, "unknown mode "+mode, http.StatusBadRequest)
+		}
+	}))
+	t.Cleanup(worker.Close)
+	router := startProxyTo(t, worker.URL)
+	tests := []struct {
+		mode       string
+		wantStatus int
+		wantBody   string
+		wantSized  bool
+	}{
+		{"small", 200, `{"ok":true}`, true},
+		{"big", 200, big, true},
+		{"unsized", 200, "part;part;part;", false},
+		{"sse", 200, "data: 1\n\ndata: 2\n\ndata: [DONE]\n\n", false},
+		{"broken", 502, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			resp, err := http.Post(router+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"`+tt.mode+`"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, tt.wantStatus)
+			}
+			if tt.wantStatus == 200 && string(body) != tt.wantBody {
+				t.Fatalf("body %d bytes, want %d bytes", len(body), len(tt.wantBody))
+			}
+			if sized := resp.ContentLength >= 0; sized != tt.wantSized {
+				t.Errorf("content-length %d, want sized=%v", resp.ContentLength, tt.wantSized)
+			}
+			if resp.Header.Get("X-Request-Id") == "" {
+				t.Error("no X-Request-Id on the response")
+			}
+		})
+	}
+}
