@@ -6,6 +6,7 @@
 #   make test-integration  the testcontainers suites in tests/ (needs Docker)
 #   make lint              golangci-lint over every go.work module
 #   make fuzz              every Fuzz* target for FUZZTIME (default 10s) each
+#   make golden            rewrite the Helm chart's golden manifests
 #   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
 #   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
 #   make demo              two simulated workers on loopback, a few requests
@@ -98,6 +99,10 @@ test-integration: ## testcontainers suites in tests/ (needs Docker)
 	@# -count=1: the suites build binaries from the tree in a subprocess, which
 	@# the test cache cannot see, so a cached pass could be stale.
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(addsuffix /...,$(INTEGRATION_MODULES))
+
+.PHONY: golden
+golden: ## rewrite the chart's golden manifests (tests/chart/testdata) after an intended change
+	$(GO) test ./tests/chart -run TestRenderGolden -update
 
 .PHONY: fuzz
 fuzz: ## every Fuzz* target for FUZZTIME (default 10s) each

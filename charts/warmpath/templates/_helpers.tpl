@@ -1,0 +1,69 @@
+{{/* Chart name, truncated to the 63 characters Kubernetes names allow. */}}
+{{- define "warmpath.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Full name: release-chart, or the release name when it already contains the chart name. */}}
+{{- define "warmpath.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every resource; pass a dict with "ctx" (the root) and "component". */}}
+{{- define "warmpath.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{ include "warmpath.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: warmpath
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels; pass a dict with "ctx" and "component". */}}
+{{- define "warmpath.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "warmpath.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* A warmpath image reference; pass a dict with "ctx" and "image" (one of .Values.images.*). */}}
+{{- define "warmpath.image" -}}
+{{- $repo := .image.repository -}}
+{{- with .ctx.Values.images.registry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end -}}
+{{- printf "%s:%s" $repo (default .ctx.Chart.AppVersion .image.tag) -}}
+{{- end -}}
+
+{{/* Whether to render ServiceMonitors: forced by the value, else when the API is served. */}}
+{{- define "warmpath.serviceMonitors" -}}
+{{- $v := toString .Values.monitoring.serviceMonitors.enabled -}}
+{{- if or (eq $v "true") (and (eq $v "auto") (.Capabilities.APIVersions.Has "monitoring.coreos.com/v1/ServiceMonitor")) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "warmpath.operator.serviceAccountName" -}}
+{{- default (printf "%s-operator" (include "warmpath.fullname" .)) .Values.operator.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "warmpath.cacheserver.fullname" -}}
+{{- printf "%s-cacheserver" (include "warmpath.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "warmpath.redis.fullname" -}}
+{{- printf "%s-redis" (include "warmpath.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The L2 URL an endpoint gets when it names none: the chart's Redis. */}}
+{{- define "warmpath.redis.url" -}}
+{{- printf "redis://%s.%s.svc:6379" (include "warmpath.redis.fullname" .) .Release.Namespace -}}
+{{- end -}}
