@@ -57,6 +57,7 @@ func run() error {
 
 	var pc proxy.Config
 	fs.Int64Var(&pc.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body (413 beyond)")
+	fs.IntVar(&pc.MaxConnections, "max-connections", 4096, "client connections served at once; more are refused with 503 (with --max-body-bytes, bounds the memory request bodies take)")
 	fs.DurationVar(&pc.ConnectTimeout, "connect-timeout", 3*time.Second, "timeout to connect to a worker")
 	fs.DurationVar(&pc.TTFBTimeout, "ttfb-timeout", 120*time.Second, "timeout for the first response byte from a worker (504)")
 	fs.DurationVar(&pc.IdleTimeout, "idle-timeout", 60*time.Second, "longest gap between two response chunks")

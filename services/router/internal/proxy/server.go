@@ -40,6 +40,10 @@ import (
 type Config struct {
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64
+	// MaxConnections bounds the client connections served at once; the
+	// server reads a whole body before routing, so with MaxBodyBytes it
+	// bounds the memory bodies take. More connections get a 503.
+	MaxConnections int
 	// ConnectTimeout bounds dialing a worker.
 	ConnectTimeout time.Duration
 	// TTFBTimeout bounds the wait for the first byte of the response body
@@ -69,6 +73,9 @@ type Config struct {
 func (c *Config) Defaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 32 << 20
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = 4096
 	}
 	if c.ConnectTimeout <= 0 {
 		c.ConnectTimeout = 3 * time.Second
@@ -168,6 +175,7 @@ func New(cfg Config, p *pool.Pool, lim *limiter.Limiter, m *metrics.Metrics, tra
 		ReadTimeout:           60 * time.Second,
 		IdleTimeout:           120 * time.Second,
 		MaxRequestBodySize:    int(min(cfg.MaxBodyBytes, math.MaxInt32)),
+		Concurrency:           cfg.MaxConnections,
 		ReadBufferSize:        16 << 10,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,

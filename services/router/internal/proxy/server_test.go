@@ -193,3 +193,40 @@ func TestResponseModes(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxConnections: connections beyond the limit are refused with a 503
+// instead of being read (and their bodies buffered).
+func TestMaxConnections(t *testing.T) {
+	addr := startServer(t, Config{MaxConnections: 1})
+	first, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	// The first connection holds the only slot once the server took it.
+	if _, err := io.WriteString(first, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(first), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	second, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	_ = second.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(second, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.ReadResponse(bufio.NewReader(second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("second connection got %d, want 503", resp.StatusCode)
+	}
+}
