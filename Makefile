@@ -9,6 +9,7 @@
 #   make golden            rewrite the Helm chart's golden manifests
 #   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
 #   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
+#   make bench-index       kvaware index ingest/lookup/memory -> bench/results/kv_index.json
 #   make demo              two simulated workers on loopback, a few requests
 #   make tools             install what lint and tests need (cached outside the repo)
 #   make clean             remove bin/, dist/, leftover test containers and images
@@ -118,6 +119,10 @@ BENCH_ROUTER_FLAGS ?=
 bench-router: ## router vs nginx: added latency and max RPS -> bench/results/router_overhead.json
 	@scripts/install-tools.sh nginx
 	$(GO) run ./tools/cmd/bench-router $(BENCH_ROUTER_FLAGS)
+
+.PHONY: bench-index
+bench-index: ## kvaware index: ingest rate, lookup latency, bytes per block -> bench/results/kv_index.json
+	cd services/router && $(GO) run ./tools/bench-index --out $(CURDIR)/bench/results/kv_index.json
 
 .PHONY: images
 images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/

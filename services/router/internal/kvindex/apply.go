@@ -1,0 +1,231 @@
+package kvindex
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
+)
+
+// block is what a worker's engine hash stands for: its router key and the
+// copies the worker holds per tier.
+type block struct {
+	key  uint64
+	refs [numTiers]uint8
+}
+
+// Worker applies one worker's KV events to the index. Its engine-hash map
+// holds what the worker currently caches (its events remove entries), so it
+// is bounded by the worker's own cache size. Not safe for concurrent use:
+// one goroutine feeds one worker.
+type Worker struct {
+	idx    *Index
+	name   string
+	model  string
+	seed   uint64
+	blocks map[uint64]block // by engine hash (its 64-bit form)
+	keys   []uint64
+	stats  *Counters
+}
+
+// Counters are a feed's event statistics; every field is updated
+// atomically and may be read at any time.
+type Counters struct {
+	Batches, Events        atomic.Uint64
+	Stored, Removed        atomic.Uint64 // blocks
+	Cleared                atomic.Uint64 // AllBlocksCleared events
+	UnknownParent, Invalid atomic.Uint64 // BlockStored events not indexed
+	Gaps, Restarts         atomic.Uint64
+	Replays, ReplayErrors  atomic.Uint64
+	Replayed, Lost         atomic.Uint64 // batches recovered; batches a replay could not return
+	DecodeErrors           atomic.Uint64
+}
+
+// NewWorker returns the event state of worker (its index name) serving
+// model.
+func NewWorker(idx *Index, name, model string, c *Counters) *Worker {
+	if c == nil {
+		c = &Counters{}
+	}
+	return &Worker{idx: idx, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, stats: c}
+}
+
+// Apply applies the events of one batch in order.
+func (w *Worker) Apply(b kvevents.Batch) {
+	w.stats.Batches.Add(1)
+	for _, ev := range b.Events {
+		w.stats.Events.Add(1)
+		switch e := ev.(type) {
+		case kvevents.BlockStored:
+			w.stored(&e)
+		case kvevents.BlockRemoved:
+			w.removed(&e)
+		case kvevents.AllBlocksCleared:
+			w.cleared()
+		}
+	}
+}
+
+func (w *Worker) stored(ev *kvevents.BlockStored) {
+	n := len(ev.BlockHashes)
+	if n == 0 || ev.BlockSize <= 0 || len(ev.TokenIDs) != n*ev.BlockSize {
+		w.stats.Invalid.Add(1)
+		return
+	}
+	parent := w.seed
+	if ev.LoRAName != "" {
+		parent = Seed(w.model, ev.LoRAName)
+	}
+	if ev.ParentBlockHash != nil {
+		p, ok := w.blocks[ev.ParentBlockHash.Uint64()]
+		if !ok {
+			// The chain before this block was never seen (the router
+			// started mid-stream and replay could not reach back): its key
+			// cannot be known, and a guess would credit the wrong prompts.
+			w.stats.UnknownParent.Add(1)
+			return
+		}
+		parent = p.key
+	}
+	tier := TierOf(ev.Medium)
+	w.keys = AppendKeys(w.keys[:0], parent, ev.TokenIDs, ev.BlockSize)
+	for i, h := range ev.BlockHashes {
+		b := w.blocks[h.Uint64()]
+		b.key = w.keys[i]
+		if b.refs[tier] < ^uint8(0) {
+			b.refs[tier]++
+		}
+		w.blocks[h.Uint64()] = b
+	}
+	w.stats.Stored.Add(uint64(n))
+	w.idx.Add(w.name, tier, w.keys)
+}
+
+func (w *Worker) removed(ev *kvevents.BlockRemoved) {
+	tier := TierOf(ev.Medium)
+	w.keys = w.keys[:0]
+	for _, h := range ev.BlockHashes {
+		b, ok := w.blocks[h.Uint64()]
+		if !ok || b.refs[tier] == 0 {
+			continue
+		}
+		w.keys = append(w.keys, b.key)
+		b.refs[tier]--
+		if b.refs == ([numTiers]uint8{}) {
+			delete(w.blocks, h.Uint64())
+		} else {
+			w.blocks[h.Uint64()] = b
+		}
+	}
+	w.stats.Removed.Add(uint64(len(w.keys)))
+	w.idx.Remove(w.name, tier, w.keys)
+}
+
+// cleared handles AllBlocksCleared: vLLM's GPU prefix cache was reset.
+func (w *Worker) cleared() {
+	w.stats.Cleared.Add(1)
+	w.idx.Clear(w.name, GPU)
+	for h, b := range w.blocks {
+		b.refs[GPU] = 0
+		if b.refs == ([numTiers]uint8{}) {
+			delete(w.blocks, h)
+		} else {
+			w.blocks[h] = b
+		}
+	}
+}
+
+// Reset forgets everything the worker held: it restarted or left.
+func (w *Worker) Reset() {
+	w.idx.Clear(w.name)
+	clear(w.blocks)
+}
+
+// Replayer fetches a worker's buffered batches from seq on (vLLM's replay
+// socket); kvevents.Replay over a worker's replay endpoint is one.
+type Replayer interface {
+	Replay(ctx context.Context, from uint64) ([]kvevents.Message, error)
+}
+
+// Feed puts one worker's event stream into the index in order: it tracks
+// sequence numbers, repairs gaps through the worker's replay socket, and
+// clears the worker when its sequence goes backwards (a restart).
+type Feed struct {
+	w      *Worker
+	replay Replayer // nil: gaps are counted, not repaired
+	next   uint64
+	seen   bool
+}
+
+// NewFeed returns a feed into w; replay may be nil.
+func NewFeed(w *Worker, replay Replayer) *Feed {
+	return &Feed{w: w, replay: replay}
+}
+
+// Worker returns the feed's worker state.
+func (f *Feed) Worker() *Worker { return f.w }
+
+// Handle applies one live message. A first message past seq 0 (the router
+// joined late), a gap or a restart fetch the missing batches first; what
+// replay cannot return is counted as lost. The error reports a replay that
+// failed; the live message is applied regardless.
+func (f *Feed) Handle(ctx context.Context, m kvevents.Message) error {
+	var err error
+	switch {
+	case !f.seen:
+		f.seen = true
+		if m.Seq > 0 {
+			err = f.fill(ctx, 0, m.Seq)
+		}
+	case m.Seq == f.next:
+	case m.Seq > f.next:
+		f.w.stats.Gaps.Add(1)
+		err = f.fill(ctx, f.next, m.Seq)
+	default:
+		// Sequence numbers restart at 0 with the publisher: what the
+		// index holds for this worker is gone with its old process.
+		f.w.stats.Restarts.Add(1)
+		f.w.Reset()
+		if m.Seq > 0 {
+			err = f.fill(ctx, 0, m.Seq)
+		}
+	}
+	f.apply(m)
+	return err
+}
+
+func (f *Feed) apply(m kvevents.Message) {
+	b, err := kvevents.DecodeBatch(m.Payload)
+	f.next = m.Seq + 1
+	if err != nil {
+		f.w.stats.DecodeErrors.Add(1)
+		return
+	}
+	f.w.Apply(b)
+}
+
+// fill applies the batches [from, to) from the worker's replay buffer.
+func (f *Feed) fill(ctx context.Context, from, to uint64) error {
+	if f.replay == nil {
+		f.w.stats.Lost.Add(to - from)
+		return nil
+	}
+	f.w.stats.Replays.Add(1)
+	msgs, err := f.replay.Replay(ctx, from)
+	got := uint64(0)
+	for _, m := range msgs {
+		if m.Seq < from || m.Seq >= to {
+			continue
+		}
+		f.apply(m)
+		got++
+	}
+	f.w.stats.Replayed.Add(got)
+	f.w.stats.Lost.Add(to - from - got)
+	if err != nil {
+		f.w.stats.ReplayErrors.Add(1)
+		return fmt.Errorf("kvindex: replay %s from %d: %w", f.w.name, from, err)
+	}
+	return nil
+}
