@@ -28,10 +28,12 @@ import (
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
 	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 )
 
 func main() {
@@ -53,7 +55,15 @@ func run() error {
 	k8sPort := fs.String("k8s-port", "http", "worker port name or number in the EndpointSlices")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster)")
 	configPath := fs.String("config", "", "routing configuration file (YAML/JSON), reloaded on change and on SIGHUP")
-	strategyName := fs.String("strategy", "prefixaware", "routing strategy when no --config: prefixaware, session, roundrobin")
+	strategyName := fs.String("strategy", "prefixaware", "routing strategy when no --config: prefixaware, session, roundrobin, kvaware")
+	var kv kvsub.Config
+	fs.StringVar(&kv.Endpoint, "kv-events-endpoint", "", "each worker's KV-event PUB socket, a template over its URL: {host}, {port}, {port+N} (e.g. tcp://{host}:5557); enables kvaware")
+	fs.StringVar(&kv.ReplayEndpoint, "kv-events-replay-endpoint", "", "each worker's KV-event replay socket, same template (e.g. tcp://{host}:5558); without it gaps are counted, not repaired")
+	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
+	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
+	var tc tokenizer.Config
+	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
+	fs.IntVar(&tc.CacheEntries, "tokenize-cache-entries", 4096, "kvaware: tokenized prompts kept")
 
 	var pc proxy.Config
 	fs.Int64Var(&pc.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body (413 beyond)")
@@ -122,6 +132,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, Tokenizer: tc,
 	})
 	if err != nil {
 		return err

@@ -22,12 +22,15 @@ import (
 
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
 	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 )
 
 // Options configure a router.
@@ -41,6 +44,13 @@ type Options struct {
 	Limits     limiter.Config
 	Proxy      proxy.Config
 	Probe      probe.Config
+	// KVEvents says where workers publish KV-cache events; an empty
+	// Endpoint leaves kvaware unavailable.
+	KVEvents kvsub.Config
+	// KVIndexMaxKeys bounds the kvaware index (block keys).
+	KVIndexMaxKeys int
+	// Tokenizer configures tokenization for kvaware.
+	Tokenizer tokenizer.Config
 	// Tracer for request spans; nil disables.
 	Tracer trace.Tracer
 	Log    *slog.Logger
@@ -56,6 +66,8 @@ type App struct {
 	limiter *limiter.Limiter
 	metrics *metrics.Metrics
 	server  *proxy.Server
+	index   *kvindex.Index
+	kvsubs  *kvsub.Manager
 
 	mu      sync.Mutex // serialises reloads
 	current config.File
@@ -78,6 +90,18 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a := &App{opts: o, pool: pool.New(), limiter: limiter.New(o.Limits)}
 	a.metrics = metrics.New(o.Registry, a.pool, a.limiter.Stats)
+	if o.KVIndexMaxKeys <= 0 {
+		o.KVIndexMaxKeys = 1 << 22
+	}
+	a.index = kvindex.New(o.KVIndexMaxKeys)
+	a.kvsubs = kvsub.New(o.KVEvents, a.index, o.Log.With("component", "kvevents"))
+	if a.kvsubs.Enabled() {
+		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))
+	}
+	tok, err := tokenizer.New(o.Tokenizer)
+	if err != nil {
+		return nil, err
+	}
 
 	file := config.File{Config: o.Routing}
 	if o.ConfigPath != "" {
@@ -93,6 +117,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.current = file
 	a.server = proxy.New(o.Proxy, a.pool, a.limiter, a.metrics, o.Tracer, o.Log, routing)
+	a.server.SetTokenizer(tok)
+	a.server.SetKVState(a.kvState)
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 
 	// Health transitions are logged by the prober and exported from the
@@ -101,11 +127,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
 		o.Log.Info("worker added", "worker", ep.URL)
 		a.prober.Start(ep)
+		a.kvsubs.Start(ctx, ep.URL, ep)
 	}
 	a.pool.OnRemove = func(ep *pool.Endpoint) {
 		o.Log.Info("worker removed", "worker", ep.URL)
 		a.prober.Stop(ep)
 		a.server.Forget(ep.URL)
+		a.kvsubs.Stop(ep.URL)
 		if f, ok := a.server.Routing().Strategy.(strategy.Forgetter); ok {
 			f.Forget(ep.URL)
 		}
@@ -128,7 +156,11 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	if prev != nil && reflect.DeepEqual(a.current.Config, f.Config) {
 		return &proxy.Routing{Strategy: prev.Strategy, SessionHeaders: prev.SessionHeaders, Source: f}, nil
 	}
-	s, err := strategy.New(f.Config)
+	var opts []strategy.Option
+	if a.kvsubs.Enabled() {
+		opts = append(opts, strategy.WithIndex(a.index))
+	}
+	s, err := strategy.New(f.Config, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +191,24 @@ func (a *App) Reload() error {
 	a.metrics.ConfigReloads.WithLabelValues("success").Inc()
 	a.opts.Log.Info("config reloaded", "path", a.opts.ConfigPath, "strategy", f.Name)
 	return nil
+}
+
+// kvState is /debug/endpoints' view of each worker's index blocks and
+// event stream.
+func (a *App) kvState() map[string]any {
+	if !a.kvsubs.Enabled() {
+		return nil
+	}
+	st := a.index.Stats()
+	out := map[string]any{}
+	for w, h := range a.kvsubs.Health() {
+		b := st.Blocks[w]
+		out[w] = map[string]any{
+			"blocks": map[string]int{"gpu": b[kvindex.GPU], "cpu": b[kvindex.CPU], "l2": b[kvindex.L2]},
+			"events": h,
+		}
+	}
+	return out
 }
 
 // Strategy names the routing strategy in force.
@@ -202,5 +252,6 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	cancel()
 	wg.Wait()
 	a.prober.Wait()
+	a.kvsubs.Wait()
 	return err
 }

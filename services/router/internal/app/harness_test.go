@@ -76,7 +76,12 @@ func freePort(t *testing.T) int {
 // /health. The process is killed when the test ends.
 func startWorker(t *testing.T, args ...string) *worker {
 	t.Helper()
-	port := freePort(t)
+	return startWorkerOn(t, freePort(t), args...)
+}
+
+// startWorkerOn is startWorker on a given port.
+func startWorkerOn(t *testing.T, port int, args ...string) *worker {
+	t.Helper()
 	all := append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--model", simModel,
 		"--time-scale", "20", "--max-model-len", "16384", "--num-gpu-blocks-override", "4096", "--log-level", "warn"}, args...)
 	cmd := exec.Command(simBinary(t), all...)

@@ -130,8 +130,16 @@ func TestPrefixAwareBeatsRoundRobin(t *testing.T) {
 	if !(pa.hitRate > rr.hitRate+0.15) {
 		t.Errorf("prefixaware hit rate %.3f, want clearly above roundrobin's %.3f (+0.15)", pa.hitRate, rr.hitRate)
 	}
-	if pa.maxOverMean > 1.3 {
-		t.Errorf("prefixaware in-flight max/mean = %.2f, want ≤ 1.3", pa.maxOverMean)
+	// The bound is 1.3. Under the race detector the router runs
+	// several times slower than the simulated workers, so a request's
+	// time in flight is mostly the router's own and the sampled balance
+	// is noisier (1.10–1.39 over runs here, 1.05–1.19 without it).
+	bound := 1.3
+	if raceEnabled {
+		bound = 1.45
+	}
+	if pa.maxOverMean > bound {
+		t.Errorf("prefixaware in-flight max/mean = %.2f, want ≤ %.2f", pa.maxOverMean, bound)
 	}
 }
 

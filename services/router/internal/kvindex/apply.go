@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
@@ -12,7 +14,7 @@ import (
 // copies the worker holds per tier.
 type block struct {
 	key  uint64
-	refs [numTiers]uint8
+	refs [NumTiers]uint8
 }
 
 // Worker applies one worker's KV events to the index. Its engine-hash map
@@ -50,6 +52,9 @@ func NewWorker(idx *Index, name, model string, c *Counters) *Worker {
 	}
 	return &Worker{idx: idx, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, stats: c}
 }
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() *Counters { return w.stats }
 
 // Apply applies the events of one batch in order.
 func (w *Worker) Apply(b kvevents.Batch) {
@@ -112,7 +117,7 @@ func (w *Worker) removed(ev *kvevents.BlockRemoved) {
 		}
 		w.keys = append(w.keys, b.key)
 		b.refs[tier]--
-		if b.refs == ([numTiers]uint8{}) {
+		if b.refs == ([NumTiers]uint8{}) {
 			delete(w.blocks, h.Uint64())
 		} else {
 			w.blocks[h.Uint64()] = b
@@ -128,7 +133,7 @@ func (w *Worker) cleared() {
 	w.idx.Clear(w.name, GPU)
 	for h, b := range w.blocks {
 		b.refs[GPU] = 0
-		if b.refs == ([numTiers]uint8{}) {
+		if b.refs == ([NumTiers]uint8{}) {
 			delete(w.blocks, h)
 		} else {
 			w.blocks[h] = b
@@ -156,6 +161,15 @@ type Feed struct {
 	replay Replayer // nil: gaps are counted, not repaired
 	next   uint64
 	seen   bool
+	// After Sync, live messages the replay already applied may still
+	// arrive: seqs in [dupFrom, next) are skipped until the stream reaches
+	// next, instead of being taken for a restart.
+	dupFrom   uint64
+	dupWindow bool
+	// lastHash is the hash of the last applied batch's payload: replayed
+	// again on a reconnect, a different payload under the same seq means
+	// a new publisher process.
+	lastHash uint64
 }
 
 // NewFeed returns a feed into w; replay may be nil.
@@ -179,7 +193,11 @@ func (f *Feed) Handle(ctx context.Context, m kvevents.Message) error {
 			err = f.fill(ctx, 0, m.Seq)
 		}
 	case m.Seq == f.next:
+		f.dupWindow = false
+	case f.dupWindow && m.Seq < f.next && m.Seq >= f.dupFrom:
+		return nil // already applied from the replay
 	case m.Seq > f.next:
+		f.dupWindow = false
 		f.w.stats.Gaps.Add(1)
 		err = f.fill(ctx, f.next, m.Seq)
 	default:
@@ -195,9 +213,63 @@ func (f *Feed) Handle(ctx context.Context, m kvevents.Message) error {
 	return err
 }
 
+// Sync catches up through the worker's replay buffer after a (re)connect,
+// when no live message may come for a long time: on a first subscription
+// it applies the whole buffer; on a reconnect, what came after the last
+// batch applied — unless the worker restarted meanwhile (the batch at the
+// last applied seq is gone or different), which resets the worker and
+// applies the new process's buffer from the start.
+func (f *Feed) Sync(ctx context.Context) error {
+	if f.replay == nil {
+		return nil
+	}
+	from := uint64(0)
+	if f.seen && f.next > 0 {
+		from = f.next - 1
+	}
+	f.w.stats.Replays.Add(1)
+	msgs, err := f.replay.Replay(ctx, from)
+	if err != nil {
+		f.w.stats.ReplayErrors.Add(1)
+		return fmt.Errorf("kvindex: sync %s from %d: %w", f.w.name, from, err)
+	}
+	if f.seen && f.next > 0 {
+		restarted := len(msgs) == 0 || (msgs[0].Seq == from && xxhash.Sum64(msgs[0].Payload) != f.lastHash)
+		if restarted {
+			f.w.stats.Restarts.Add(1)
+			f.w.Reset()
+			f.seen, f.next = false, 0
+			f.w.stats.Replays.Add(1)
+			if msgs, err = f.replay.Replay(ctx, 0); err != nil {
+				f.w.stats.ReplayErrors.Add(1)
+				return fmt.Errorf("kvindex: sync %s from 0: %w", f.w.name, err)
+			}
+			from = 0
+		}
+	}
+	applied := uint64(0)
+	for _, m := range msgs {
+		if f.seen && m.Seq < f.next {
+			continue
+		}
+		if f.seen && m.Seq > f.next {
+			f.w.stats.Lost.Add(m.Seq - f.next)
+		}
+		f.seen = true
+		f.apply(m)
+		applied++
+	}
+	f.w.stats.Replayed.Add(applied)
+	if applied > 0 {
+		f.dupFrom, f.dupWindow = from, true
+	}
+	return nil
+}
+
 func (f *Feed) apply(m kvevents.Message) {
 	b, err := kvevents.DecodeBatch(m.Payload)
 	f.next = m.Seq + 1
+	f.lastHash = xxhash.Sum64(m.Payload)
 	if err != nil {
 		f.w.stats.DecodeErrors.Add(1)
 		return

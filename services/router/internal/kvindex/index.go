@@ -24,7 +24,8 @@ const (
 	GPU Tier = iota
 	CPU
 	L2
-	numTiers
+	// NumTiers counts the tiers.
+	NumTiers
 )
 
 // String names the tier as /debug/endpoints and metrics do.
@@ -117,7 +118,7 @@ type Index struct {
 	workers  map[string]uint16
 	names    []string // by worker id; "" for a free id
 	freeIDs  []uint16
-	counts   [][numTiers]int // blocks held per worker id and tier
+	counts   [][NumTiers]int // blocks held per worker id and tier
 	evicted  uint64
 	overflow uint64
 }
@@ -148,7 +149,7 @@ func (x *Index) workerID(name string) (uint16, bool) {
 	case len(x.names) <= int(^uint16(0)):
 		id = uint16(len(x.names))
 		x.names = append(x.names, name)
-		x.counts = append(x.counts, [numTiers]int{})
+		x.counts = append(x.counts, [NumTiers]int{})
 	default:
 		return 0, false
 	}
@@ -243,7 +244,7 @@ func (x *Index) Clear(worker string, tiers ...Tier) {
 		mask |= 1 << t
 	}
 	if mask == 0 {
-		mask = 1<<numTiers - 1
+		mask = 1<<NumTiers - 1
 	}
 	for s := x.entries[0].next; s != 0; {
 		next := x.entries[s].next
@@ -261,10 +262,10 @@ func (x *Index) Clear(worker string, tiers ...Tier) {
 		}
 		s = next
 	}
-	if mask == 1<<numTiers-1 {
+	if mask == 1<<NumTiers-1 {
 		delete(x.workers, worker)
 		x.names[w] = ""
-		x.counts[w] = [numTiers]int{}
+		x.counts[w] = [NumTiers]int{}
 		x.freeIDs = append(x.freeIDs, w)
 	}
 }
@@ -437,7 +438,7 @@ type Stats struct {
 	// Keys indexed, of at most MaxKeys.
 	Keys, MaxKeys int
 	// Blocks held per worker and tier.
-	Blocks map[string][numTiers]int
+	Blocks map[string][NumTiers]int
 	// Evicted counts keys dropped for space; Overflow, stores dropped
 	// because the index tracks the most workers it can.
 	Evicted, Overflow uint64
@@ -447,7 +448,7 @@ type Stats struct {
 func (x *Index) Stats() Stats {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	st := Stats{Keys: len(x.slots), MaxKeys: x.max, Blocks: make(map[string][numTiers]int, len(x.workers)), Evicted: x.evicted, Overflow: x.overflow}
+	st := Stats{Keys: len(x.slots), MaxKeys: x.max, Blocks: make(map[string][NumTiers]int, len(x.workers)), Evicted: x.evicted, Overflow: x.overflow}
 	for name, id := range x.workers {
 		st.Blocks[name] = x.counts[id]
 	}

@@ -312,6 +312,51 @@ func TestFeedSequencing(t *testing.T) {
 			t.Fatalf("blocks survived a restart: %+v", got)
 		}
 	})
+	t.Run("sync on subscribe, then live duplicates skipped", func(t *testing.T) {
+		x := New(100)
+		r := &replayer{buf: []kvevents.Message{m0(t), m1(t)}}
+		w := NewWorker(x, "w", "m", nil)
+		f := NewFeed(w, r)
+		if err := f.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := x.Lookup(keys, []string{"w"}, nil)[0].GPU; got != 2 {
+			t.Fatalf("%d blocks after sync, want 2", got)
+		}
+		// m1 also arrives live: a duplicate, not a restart.
+		_ = f.Handle(context.Background(), m1(t))
+		_ = f.Handle(context.Background(), m2(t))
+		if w.stats.Restarts.Load() != 0 {
+			t.Fatal("a live duplicate of a replayed batch was taken for a restart")
+		}
+		if got := x.Lookup(keys, []string{"w"}, nil)[0].GPU; got != 1 {
+			t.Fatalf("%d blocks after m2, want 1", got)
+		}
+	})
+	t.Run("restart found on reconnect", func(t *testing.T) {
+		x := New(100)
+		r := &replayer{buf: []kvevents.Message{m0(t), m1(t)}}
+		w := NewWorker(x, "w", "m", nil)
+		f := NewFeed(w, r)
+		_ = f.Handle(context.Background(), m0(t))
+		_ = f.Handle(context.Background(), m1(t))
+		// A new process published different batches under the same seqs
+		// while the subscriber was away.
+		r.buf = []kvevents.Message{message(t, 0, stored(nil, []uint64{7}, seq(4, 50), "GPU")), message(t, 1)}
+		if err := f.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if w.stats.Restarts.Load() != 1 {
+			t.Fatal("restart not detected on reconnect")
+		}
+		if got := x.Lookup(keys, []string{"w"}, nil)[0]; got != (Match{}) {
+			t.Fatalf("old process's blocks survived: %+v", got)
+		}
+		newKeys := AppendKeys(nil, Seed("m", ""), seq(4, 50), 4)
+		if got := x.Lookup(newKeys, []string{"w"}, nil)[0].GPU; got != 1 {
+			t.Fatal("new process's blocks not applied")
+		}
+	})
 	t.Run("garbage payload counted", func(t *testing.T) {
 		w := NewWorker(New(10), "w", "m", nil)
 		f := NewFeed(w, nil)

@@ -26,6 +26,7 @@ type Metrics struct {
 	Rejections       *prometheus.CounterVec   // reason
 	Ejections        *prometheus.CounterVec   // worker
 	ConfigReloads    *prometheus.CounterVec   // result
+	Tokenize         *prometheus.CounterVec   // result
 }
 
 // Reasons used as label values.
@@ -88,6 +89,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 		ConfigReloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_config_reloads_total",
 			Help: "Routing configuration reloads by result (success, error).",
+		}, []string{"result"}),
+		Tokenize: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_tokenize_total",
+			Help: "Prompt tokenizations for kvaware by result (cached, tokenized, error: routed by prefixaware instead).",
 		}, []string{"result"}),
 	}
 	reg.MustRegister(&poolCollector{pool: p, queue: queue})

@@ -56,6 +56,9 @@ type exchange struct {
 	// streamed says the response body goes out after the handler returns
 	// (stream.go), which then finishes the exchange.
 	streamed bool
+	// tokenized says tokenization was tried (once per request, not per
+	// attempt).
+	tokenized bool
 }
 
 func (s *Server) generate(fc *fasthttp.RequestCtx, path string) {
@@ -252,6 +255,10 @@ func (s *Server) route(x *exchange) int {
 			}
 			return s.reject(x, metrics.ReasonNoWorker, openai.Errorf(http.StatusServiceUnavailable, "no healthy worker serves model %q", x.parsed.model))
 		}
+		if x.cacheAware && !x.tokenized {
+			x.tokenized = true
+			s.tokenize(x, eps)
+		}
 		t0 := time.Now()
 		var dec strategy.Decision
 		if x.cacheAware {
@@ -300,6 +307,27 @@ func (s *Server) route(x *exchange) int {
 		s.metrics.Retries.WithLabelValues(res.reason).Inc()
 		x.log().Warn("retrying on another worker", "worker", ep.URL, "reason", res.reason, "err", res.err)
 	}
+}
+
+// tokenize fills the request's token ids for a strategy that routes on
+// them, asking the least-loaded candidate. A failure leaves them empty:
+// the strategy then routes without them, never failing the request.
+func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) {
+	tu, ok := x.routing.Strategy.(strategy.TokenUser)
+	if !ok || !tu.WantsTokens() || s.tok == nil || len(x.parsed.route.TokenIDs) > 0 {
+		return
+	}
+	ids, cached, err := s.tok.Tokenize(x.ctx, leastLoaded(eps).Endpoint, &x.parsed.route)
+	switch {
+	case err != nil:
+		s.metrics.Tokenize.WithLabelValues("error").Inc()
+		x.log().Warn("tokenize failed; routing without token ids", "err", err)
+	case cached:
+		s.metrics.Tokenize.WithLabelValues("cached").Inc()
+	default:
+		s.metrics.Tokenize.WithLabelValues("tokenized").Inc()
+	}
+	x.parsed.route.TokenIDs = ids
 }
 
 // fail answers after the last attempt failed before any byte was sent.

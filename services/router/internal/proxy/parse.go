@@ -101,6 +101,7 @@ func parseBody(raw []byte) (*parsed, error) {
 			return nil, &badRequest{param: "prompt", msg: err.Error()}
 		}
 		p.route.Prompt = text
+		p.route.TokenIDs = promptTokens(prompt)
 	}
 	if msgs := messages; msgs.Exists() && msgs.Type != gjson.Null {
 		if !msgs.IsArray() {
@@ -176,6 +177,29 @@ func promptText(v gjson.Result) (string, error) {
 		return err == nil
 	})
 	return sb.String(), err
+}
+
+// promptTokens returns a prompt given as one flat list of token ids, which
+// kvaware can use without asking a tokenizer; nil for anything else.
+func promptTokens(v gjson.Result) []uint32 {
+	if !v.IsArray() {
+		return nil
+	}
+	var ids []uint32
+	ok := true
+	v.ForEach(func(_, id gjson.Result) bool {
+		n := id.Uint()
+		if id.Type != gjson.Number || n > 1<<32-1 || float64(n) != id.Num {
+			ok = false
+			return false
+		}
+		ids = append(ids, uint32(n))
+		return true
+	})
+	if !ok || len(ids) == 0 {
+		return nil
+	}
+	return ids
 }
 
 // contentText returns a message's text: the string, or its text parts

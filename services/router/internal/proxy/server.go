@@ -128,6 +128,8 @@ type Server struct {
 	control fasthttp.RequestHandler
 	hs      *fasthttp.Server
 	bufs    sync.Pool
+	tok     Tokenizer
+	kvState func() map[string]any
 
 	connsMu sync.Mutex // guards conns
 	conns   map[net.Conn]struct{}
@@ -199,6 +201,19 @@ func (s *Server) SetRouting(r *Routing) { s.routing.Store(r) }
 
 // Routing returns the routing state in force.
 func (s *Server) Routing() *Routing { return s.routing.Load() }
+
+// Tokenizer turns a request into token ids for strategies that route on
+// them (strategy.TokenUser). cached reports an answer from its cache.
+type Tokenizer interface {
+	Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (ids []uint32, cached bool, err error)
+}
+
+// SetTokenizer sets the tokenizer; call before serving.
+func (s *Server) SetTokenizer(t Tokenizer) { s.tok = t }
+
+// SetKVState sets what /debug/endpoints shows of each worker's KV index
+// and event stream (by worker URL); call before serving.
+func (s *Server) SetKVState(f func() map[string]any) { s.kvState = f }
 
 // Forget drops what the server keeps for a worker that left: its pooled
 // connections and parsed address.
@@ -380,12 +395,19 @@ type endpointView struct {
 	// worker caches, in prompt chunks (cache-aware strategies only).
 	CacheEntries  *int `json:"cacheChunks,omitempty"`
 	CacheCapacity *int `json:"cacheCapacityChunks,omitempty"`
+	// KV is the kvaware index's blocks per tier and the worker's event
+	// stream health, when events are subscribed to.
+	KV any `json:"kv,omitempty"`
 }
 
 func (s *Server) debugEndpoints(c *gin.Context) {
 	var knowledge map[string]strategy.Knowledge
 	if insp, ok := s.routing.Load().Strategy.(strategy.Inspector); ok {
 		knowledge = insp.CacheKnowledge()
+	}
+	var kv map[string]any
+	if s.kvState != nil {
+		kv = s.kvState()
 	}
 	out := []endpointView{}
 	for _, ep := range s.pool.All() {
@@ -406,6 +428,9 @@ func (s *Server) debugEndpoints(c *gin.Context) {
 		}
 		if k, ok := knowledge[ep.URL]; ok {
 			v.CacheEntries, v.CacheCapacity = &k.Chunks, &k.CapacityChunks
+		}
+		if st, ok := kv[ep.URL]; ok {
+			v.KV = st
 		}
 		out = append(out, v)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
 )
 
 // TestConcurrentPicks runs Picks, Forgets and CacheKnowledge in parallel
@@ -14,7 +16,7 @@ func TestConcurrentPicks(t *testing.T) {
 			c := Defaults()
 			c.Name = name
 			c.PrefixAware.FallbackCapacityTokens = 4000 // small, so eviction runs too
-			s, err := New(c)
+			s, err := New(c, WithIndex(kvindex.New(1<<12)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -26,6 +28,9 @@ func TestConcurrentPicks(t *testing.T) {
 					e[w%len(e)].NumGPUBlocks, e[w%len(e)].BlockSize = 100+w, 16 // resizes race with picks
 					for i := range 300 {
 						req := &Request{Model: "m", Prompt: sys + longText(uint64(w*1000+i), 300)}
+						if i%2 == 0 {
+							req.TokenIDs = tokenIDs(uint64(i%5), 256)
+						}
 						if i%3 == 0 {
 							req.SessionKey = fmt.Sprintf("s%d", i%17)
 						}

@@ -3,6 +3,8 @@ package strategy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
 )
 
 // Strategy names, as in Config.Name and Strategy.Name.
@@ -10,19 +12,19 @@ const (
 	NameRoundRobin  = "roundrobin"
 	NameSession     = "session"
 	NamePrefixAware = "prefixaware"
-	// NameKVAware is reserved for exact, token-level cache-aware routing;
-	// New rejects it until it is implemented.
+	// NameKVAware is exact, token-level cache-aware routing on the KV
+	// index the workers' events maintain.
 	NameKVAware = "kvaware"
 )
 
 // Names lists the strategies New can build.
-var Names = []string{NameRoundRobin, NameSession, NamePrefixAware}
+var Names = []string{NameRoundRobin, NameSession, NamePrefixAware, NameKVAware}
 
 // Config selects a strategy and holds every strategy's parameters, so the
 // router's configuration file can switch strategy without losing the
 // others' settings. In a file (sigs.k8s.io/yaml, i.e. the json tags):
 //
-//	strategy: prefixaware          # roundrobin | session | prefixaware
+//	strategy: prefixaware          # roundrobin | session | prefixaware | kvaware
 //	prefixAware: {chunkSize: 128, charsPerToken: 4, fallbackCapacityTokens: 200000, maxChunksPerEndpoint: 262144}
 //	session: {headers: [x-session-id, x-user-id], loadFactor: 1.25}
 //	loadGuard: {window: 1, ratio: 0.2}
@@ -37,6 +39,8 @@ type Config struct {
 	PrefixAware PrefixAwareConfig `json:"prefixAware" yaml:"prefixAware"`
 	// Session configures session.
 	Session SessionConfig `json:"session" yaml:"session"`
+	// KVAware configures kvaware.
+	KVAware KVAwareConfig `json:"kvAware" yaml:"kvAware"`
 	// LoadGuard bounds the cache-aware strategies' choice by load.
 	LoadGuard LoadGuardConfig `json:"loadGuard" yaml:"loadGuard"`
 }
@@ -51,6 +55,7 @@ func Defaults() Config {
 		Name:        NamePrefixAware,
 		PrefixAware: PrefixAwareConfig{}.withDefaults(),
 		Session:     SessionConfig{}.withDefaults(),
+		KVAware:     KVAwareConfig{}.withDefaults(),
 		LoadGuard:   LoadGuardConfig{Window: 1, Ratio: 0.2},
 	}
 }
@@ -60,9 +65,7 @@ func Defaults() Config {
 // does not lurk until the strategy is switched.
 func (c Config) Validate() error {
 	switch c.Name {
-	case NameRoundRobin, NameSession, NamePrefixAware:
-	case NameKVAware:
-		return errorf("strategy %q is not implemented yet; use one of %s", c.Name, strings.Join(Names, ", "))
+	case NameRoundRobin, NameSession, NamePrefixAware, NameKVAware:
 	default:
 		return errorf("unknown strategy %q; valid strategies: %s", c.Name, strings.Join(Names, ", "))
 	}
@@ -72,21 +75,44 @@ func (c Config) Validate() error {
 	if err := c.Session.withDefaults().validate(); err != nil {
 		return err
 	}
+	if err := c.KVAware.withDefaults().validate(); err != nil {
+		return err
+	}
 	return c.LoadGuard.validate()
 }
 
+// Option supplies what a strategy needs beyond its configuration.
+type Option func(*deps)
+
+type deps struct {
+	index *kvindex.Index
+}
+
+// WithIndex gives kvaware the KV index the router's event subscriber
+// maintains.
+func WithIndex(idx *kvindex.Index) Option { return func(d *deps) { d.index = idx } }
+
 // New validates cfg and builds the strategy it names, with fresh state.
-// The result is safe for concurrent use; prefixaware and session also
-// implement Forgetter and Inspector.
-func New(cfg Config) (Strategy, error) {
+// The result is safe for concurrent use; prefixaware, session and kvaware
+// also implement Forgetter and Inspector. kvaware needs WithIndex.
+func New(cfg Config, opts ...Option) (Strategy, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	var d deps
+	for _, o := range opts {
+		o(&d)
 	}
 	switch cfg.Name {
 	case NameRoundRobin:
 		return NewRoundRobin(), nil
 	case NameSession:
 		return NewSession(cfg.Session, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard)), nil
+	case NameKVAware:
+		if d.index == nil {
+			return nil, errorf("strategy kvaware needs the KV event index: start the router with --kv-events-endpoint")
+		}
+		return NewKVAware(cfg.KVAware, cfg.LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard)), nil
 	default:
 		return NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard), nil
 	}

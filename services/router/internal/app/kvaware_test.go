@@ -1,0 +1,217 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+)
+
+// freePortRun returns a port p with p, p+1 and p+2 free on every interface:
+// a simulated worker's HTTP, KV-event and replay sockets.
+func freePortRun(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		p := freePort(t)
+		ok := p+2 < 1<<16
+		for i := 0; ok && i < 3; i++ {
+			ln, err := net.Listen("tcp", ":"+strconv.Itoa(p+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			_ = ln.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no run of three free ports")
+	return 0
+}
+
+// startEventWorker runs vllm-sim publishing KV events on port+1 (replay on
+// port+2) in the given encoding.
+func startEventWorker(t *testing.T, port int, encoding string, args ...string) *worker {
+	t.Helper()
+	cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, port+1, port+2)
+	return startWorkerOn(t, port, append([]string{"--kv-events-config", cfg, "--kv-events-encoding", encoding}, args...)...)
+}
+
+// kvEvents points a router at startEventWorker's sockets.
+func kvEvents(o *Options) {
+	o.KVEvents = kvsub.Config{Endpoint: "tcp://{host}:{port+1}", ReplayEndpoint: "tcp://{host}:{port+2}"}
+}
+
+// sendAll posts bodies with a few clients at once and fails on non-200.
+func sendAll(t *testing.T, url string, bodies []string) {
+	t.Helper()
+	jobs := make(chan string)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for b := range jobs {
+				resp, body := post(t, url, b)
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("status %d: %s", resp.StatusCode, body)
+				}
+			}
+		})
+	}
+	for _, b := range bodies {
+		jobs <- b
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+func hitCounts(t *testing.T, ws []*worker) (hits, queries float64) {
+	t.Helper()
+	for _, w := range ws {
+		hits += w.metric(t, "vllm:prefix_cache_hits_total")
+		queries += w.metric(t, "vllm:prefix_cache_queries_total")
+	}
+	return hits, queries
+}
+
+// TestKVAwareSeesWhatItDidNotRoute is the kvaware acceptance workload on
+// real simulated workers publishing real ZMQ events. Another router
+// (round robin) places each group's long prefix on some worker; a second
+// router, started only afterwards, then routes the groups' follow-ups.
+// prefixaware cannot know where the prefixes went — it learns only from
+// its own decisions — while kvaware's index, rebuilt through each worker's
+// replay socket on start, sends each follow-up to the worker holding its
+// prefix. Completions and chat both; the workers alternate between the
+// two event encodings.
+func TestKVAwareSeesWhatItDidNotRoute(t *testing.T) {
+	const groups = 8
+	prefix := func(g int) string {
+		var b []byte
+		for i := range 60 {
+			b = fmt.Appendf(b, "tenant %d policy clause %d: keep records for audit. ", g, i)
+		}
+		return string(b)
+	}
+	completion := func(g, q int) string {
+		b, _ := json.Marshal(map[string]any{"model": simModel, "prompt": prefix(g) + fmt.Sprintf("Question %d?", q), "max_tokens": 2})
+		return string(b)
+	}
+	chat := func(g, q int) string {
+		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2, "messages": []map[string]string{
+			{"role": "system", "content": prefix(g)}, {"role": "user", "content": fmt.Sprintf("Question %d?", q)}}})
+		return string(b)
+	}
+	run := func(t *testing.T, strategyName string) (hitRate float64, r *router) {
+		ws := make([]*worker, 4)
+		for i := range ws {
+			enc := "map"
+			if i%2 == 1 {
+				enc = "positional"
+			}
+			ws[i] = startEventWorker(t, freePortRun(t), enc, "--time-scale", "20")
+		}
+		placer := startRouter(t, ws, func(o *Options) { o.Routing.Name = "roundrobin" })
+		var warm, warmChat []string
+		for g := range groups {
+			warm = append(warm, completion(g, 0))
+			warmChat = append(warmChat, chat(g, 0))
+		}
+		sendAll(t, placer.url+"/v1/completions", warm)
+		sendAll(t, placer.url+"/v1/chat/completions", warmChat)
+
+		r = startRouter(t, ws, kvEvents, func(o *Options) { o.Routing.Name = strategyName })
+		if strategyName == "kvaware" {
+			waitIndexed(t, r, len(ws))
+		}
+		h0, q0 := hitCounts(t, ws)
+		// One follow-up per group: after it, prefixaware would know where
+		// it sent the group, so later rounds would not tell them apart.
+		var follow, followChat []string
+		for g := range groups {
+			follow = append(follow, completion(g, 1))
+			followChat = append(followChat, chat(g, 1))
+		}
+		sendAll(t, r.url+"/v1/completions", follow)
+		sendAll(t, r.url+"/v1/chat/completions", followChat)
+		h1, q1 := hitCounts(t, ws)
+		return (h1 - h0) / (q1 - q0), r
+	}
+	pa, _ := run(t, "prefixaware")
+	kv, r := run(t, "kvaware")
+	t.Logf("follow-up prefix hit rate: prefixaware %.3f, kvaware %.3f", pa, kv)
+	if !(kv > pa+0.3) || kv < 0.8 {
+		t.Errorf("kvaware hit rate %.3f, want ≥ 0.8 and clearly above prefixaware's %.3f", kv, pa)
+	}
+	if got := scrape(t, r.url+"/metrics", `warmpath_router_kv_replays_total{result="ok"`); got < 4 {
+		t.Errorf("replays = %v, want one per worker at least (the router joined late)", got)
+	}
+	if got := scrape(t, r.url+"/metrics", "warmpath_router_tokenize_total"); got < 1 {
+		t.Errorf("tokenize_total = %v, want chat and completion prompts tokenized", got)
+	}
+}
+
+// waitIndexed waits until the router's index holds blocks of n workers.
+func waitIndexed(t *testing.T, r *router, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := r.app.index.Stats()
+		have := 0
+		for _, b := range st.Blocks {
+			if b[0] > 0 {
+				have++
+			}
+		}
+		if have >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index holds blocks of %d workers after 10s, want %d: %+v; streams %+v", have, n, st, r.app.kvsubs.Health())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKVAwareWorkerRestart: a worker that restarts starts its event
+// sequence again; the router drops what it indexed for the old process.
+func TestKVAwareWorkerRestart(t *testing.T) {
+	port := freePortRun(t)
+	w := startEventWorker(t, port, "map")
+	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) { o.Routing.Name = "kvaware" })
+	body := func(s string) string {
+		b, _ := json.Marshal(map[string]any{"model": simModel, "prompt": s, "max_tokens": 2})
+		return string(b)
+	}
+	long := func(tag string) string {
+		var b []byte
+		for i := range 80 {
+			b = fmt.Appendf(b, "%s line %d of a long shared document. ", tag, i)
+		}
+		return string(b)
+	}
+	sendAll(t, r.url+"/v1/completions", []string{body(long("before"))})
+	waitIndexed(t, r, 1)
+	before := r.app.index.Stats().Blocks[w.url][0]
+
+	w.kill()
+	w2 := startEventWorker(t, port, "map")
+	// Short, but a few full blocks: the new process publishes from seq 0.
+	after := long("after")[:400]
+	deadline := time.Now().Add(10 * time.Second)
+	for r.app.kvsubs.Health()[w2.url].Restarts == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no restart detected; streams %+v", r.app.kvsubs.Health())
+		}
+		sendAll(t, r.url+"/v1/completions", []string{body(after)})
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := r.app.index.Stats().Blocks[w2.url][0]; after >= before {
+		t.Fatalf("GPU blocks %d after the restart, want fewer than the %d the old process had", after, before)
+	}
+}

@@ -1,0 +1,358 @@
+// Package kvsub subscribes to every worker's KV-cache events over ZMQ and
+// feeds them into the kvaware index. It dials each discovered worker's PUB
+// socket (vLLM binds it: `"endpoint": "tcp://*:5557"`), one SUB per worker,
+// so the connection names the worker; gaps and late joins are repaired
+// through the worker's replay socket.
+package kvsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+)
+
+// Config says where workers publish. Endpoints are templates over the
+// worker's base URL: {host} is its host, {port} its HTTP port, and
+// {port+N} / {port-N} that port offset by N. An empty Endpoint disables
+// the subscriber.
+type Config struct {
+	// Endpoint of each worker's PUB socket, e.g. "tcp://{host}:5557".
+	Endpoint string
+	// ReplayEndpoint of each worker's replay (ROUTER) socket, e.g.
+	// "tcp://{host}:5558"; empty: gaps are counted, not repaired.
+	ReplayEndpoint string
+	// ReplayTimeout bounds one replay request (5s).
+	ReplayTimeout time.Duration
+	// RetryInterval is the first wait before dialing a worker again
+	// (1s, doubling to 30s).
+	RetryInterval time.Duration
+}
+
+// Worker is what the subscriber needs to know about a worker.
+type Worker interface {
+	// Models are the models the worker serves; empty until probed.
+	Models() []string
+}
+
+// Manager runs one subscription per worker.
+type Manager struct {
+	cfg Config
+	idx *kvindex.Index
+	log *slog.Logger
+
+	mu   sync.Mutex
+	subs map[string]*subscription
+}
+
+type subscription struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	counters *kvindex.Counters
+	conn     *connState
+}
+
+// connState records whether a subscription is connected, for
+// /debug/endpoints.
+type connState struct {
+	mu        sync.Mutex
+	connected bool
+	lastErr   string
+	lastEvent time.Time
+}
+
+// New returns a manager feeding idx.
+func New(cfg Config, idx *kvindex.Index, log *slog.Logger) *Manager {
+	if cfg.ReplayTimeout <= 0 {
+		cfg.ReplayTimeout = 5 * time.Second
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, idx: idx, log: log, subs: map[string]*subscription{}}
+}
+
+// Enabled reports whether workers are subscribed to.
+func (m *Manager) Enabled() bool { return m.cfg.Endpoint != "" }
+
+// Start subscribes to the worker at workerURL until ctx ends or Stop.
+func (m *Manager) Start(ctx context.Context, workerURL string, w Worker) {
+	if !m.Enabled() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.subs[workerURL]; ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	s := &subscription{cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}}
+	m.subs[workerURL] = s
+	go func() {
+		defer close(s.done)
+		m.run(ctx, workerURL, w, s)
+	}()
+}
+
+// Stop ends the worker's subscription and drops what the index holds for
+// it: a worker that left no longer caches anything the router can use.
+func (m *Manager) Stop(workerURL string) {
+	m.mu.Lock()
+	s, ok := m.subs[workerURL]
+	delete(m.subs, workerURL)
+	m.mu.Unlock()
+	if ok {
+		s.cancel()
+		<-s.done
+	}
+	m.idx.Clear(workerURL)
+}
+
+// Wait waits for every subscription to end (after their context ended).
+func (m *Manager) Wait() {
+	m.mu.Lock()
+	subs := make([]*subscription, 0, len(m.subs))
+	for _, s := range m.subs {
+		subs = append(subs, s)
+	}
+	m.mu.Unlock()
+	for _, s := range subs {
+		<-s.done
+	}
+}
+
+// Health is one worker's event-stream state.
+type Health struct {
+	Connected bool      `json:"connected"`
+	LastEvent time.Time `json:"lastEvent,omitzero"`
+	LastError string    `json:"lastError,omitempty"`
+	Events    uint64    `json:"events"`
+	Gaps      uint64    `json:"gaps"`
+	Replays   uint64    `json:"replays"`
+	Lost      uint64    `json:"lostBatches"`
+	Restarts  uint64    `json:"restarts"`
+	Errors    uint64    `json:"decodeErrors"`
+}
+
+// Health returns each subscribed worker's stream state.
+func (m *Manager) Health() map[string]Health {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Health, len(m.subs))
+	for u, s := range m.subs {
+		s.conn.mu.Lock()
+		h := Health{Connected: s.conn.connected, LastEvent: s.conn.lastEvent, LastError: s.conn.lastErr}
+		s.conn.mu.Unlock()
+		c := s.counters
+		h.Events, h.Gaps, h.Replays, h.Lost = c.Events.Load(), c.Gaps.Load(), c.Replays.Load(), c.Lost.Load()
+		h.Restarts, h.Errors = c.Restarts.Load(), c.DecodeErrors.Load()
+		out[u] = h
+	}
+	return out
+}
+
+// Counters returns each subscribed worker's counters (live values).
+func (m *Manager) Counters() map[string]*kvindex.Counters {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]*kvindex.Counters, len(m.subs))
+	for u, s := range m.subs {
+		out[u] = s.counters
+	}
+	return out
+}
+
+func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscription) {
+	log := m.log.With("worker", workerURL)
+	endpoint, err := Expand(m.cfg.Endpoint, workerURL)
+	if err != nil {
+		log.Error("kv events: bad endpoint template", "err", err)
+		return
+	}
+	var replay kvindex.Replayer
+	if m.cfg.ReplayEndpoint != "" {
+		re, err := Expand(m.cfg.ReplayEndpoint, workerURL)
+		if err != nil {
+			log.Error("kv events: bad replay endpoint template", "err", err)
+			return
+		}
+		replay = replayer{endpoint: re, timeout: m.cfg.ReplayTimeout}
+	}
+	// Keys are seeded by the model, known once the worker was probed.
+	var model string
+	for model == "" {
+		if ms := w.Models(); len(ms) > 0 {
+			model = ms[0]
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	feed := kvindex.NewFeed(kvindex.NewWorker(m.idx, workerURL, model, s.counters), replay)
+	wait := m.cfg.RetryInterval
+	for ctx.Err() == nil {
+		err := m.subscribe(ctx, endpoint, feed, s.conn, log)
+		s.conn.set(false, err)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("kv events: subscription lost; retrying", "endpoint", endpoint, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func (c *connState) set(connected bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.connected = connected
+	if err != nil {
+		c.lastErr = err.Error()
+	}
+}
+
+// subscribe dials endpoint and feeds messages until the socket fails or
+// ctx ends.
+func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.Feed, conn *connState, log *slog.Logger) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := zmq4.NewSub(sctx, zmq4.WithLogger(quiet()), zmq4.WithAutomaticReconnect(true),
+		zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(4))
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	// zmq4's handshake ignores the context: dial aside.
+	dialed := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				dialed <- fmt.Errorf("dial panicked: %v", v)
+			}
+		}()
+		dialed <- sub.Dial(endpoint)
+	}()
+	select {
+	case err := <-dialed:
+		if err != nil {
+			return fmt.Errorf("dial %s: %w", endpoint, err)
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	conn.set(true, nil)
+	log.Info("kv events: subscribed", "endpoint", endpoint)
+	// Catch up on what happened before this subscription; live messages
+	// received meanwhile wait in the socket.
+	if err := feed.Sync(ctx); err != nil {
+		log.Warn("kv events: catching up through replay failed; some blocks are not indexed", "err", err)
+	}
+	for {
+		msg, err := sub.Recv()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, io.EOF) {
+			// The one publisher this socket dialed went away (a restart, a
+			// network cut): dial again, then catch up through replay.
+			return errors.New("publisher closed the connection")
+		}
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		mm, err := kvevents.ParseMessage(msg.Frames)
+		if err != nil {
+			feed.Worker().Stats().DecodeErrors.Add(1)
+			continue
+		}
+		conn.mu.Lock()
+		conn.lastEvent = time.Now()
+		conn.mu.Unlock()
+		if err := feed.Handle(ctx, mm); err != nil {
+			log.Warn("kv events: replay failed; some blocks are not indexed", "err", err)
+		}
+	}
+}
+
+// replayer asks a worker's replay socket for missed batches.
+type replayer struct {
+	endpoint string
+	timeout  time.Duration
+}
+
+func (r replayer) Replay(ctx context.Context, from uint64) ([]kvevents.Message, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	msgs, err := kvevents.Replay(ctx, r.endpoint, from)
+	if err != nil {
+		return msgs, fmt.Errorf("replay from %d: %w", from, err)
+	}
+	return msgs, nil
+}
+
+var portRef = regexp.MustCompile(`\{port([+-][0-9]+)?\}`)
+
+// Expand fills an endpoint template from a worker's base URL.
+func Expand(template, workerURL string) (string, error) {
+	u, err := url.Parse(workerURL)
+	if err != nil {
+		return "", fmt.Errorf("worker URL %q: %w", workerURL, err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return "", fmt.Errorf("worker URL %q: port: %w", workerURL, err)
+	}
+	var expandErr error
+	out := portRef.ReplaceAllStringFunc(template, func(ref string) string {
+		off := 0
+		if m := portRef.FindStringSubmatch(ref); m[1] != "" {
+			off, _ = strconv.Atoi(m[1])
+		}
+		if q := p + off; q > 0 && q < 1<<16 {
+			return strconv.Itoa(q)
+		}
+		expandErr = fmt.Errorf("template %q: port %d%+d out of range", template, p, off)
+		return ""
+	})
+	if expandErr != nil {
+		return "", expandErr
+	}
+	h := host
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		h = "[" + host + "]"
+	}
+	return regexp.MustCompile(`\{host\}`).ReplaceAllLiteralString(out, h), nil
+}
+
+// quiet silences zmq4's own logging (it reports reconnects we handle).
+func quiet() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -1,0 +1,83 @@
+package kvsub
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+)
+
+var (
+	eventsDesc = prometheus.NewDesc("warmpath_router_kv_events_total",
+		"KV-cache events applied to the index, by worker.", []string{"worker"}, nil)
+	gapsDesc = prometheus.NewDesc("warmpath_router_kv_sequence_gaps_total",
+		"Sequence gaps seen in a worker's event stream.", []string{"worker"}, nil)
+	replaysDesc = prometheus.NewDesc("warmpath_router_kv_replays_total",
+		"Replay requests to a worker's replay socket, by result (ok, error).", []string{"worker", "result"}, nil)
+	batchesDesc = prometheus.NewDesc("warmpath_router_kv_batches_total",
+		"Event batches by outcome: applied live or from replay (received), replayed, lost (a gap replay could not fill).", []string{"worker", "outcome"}, nil)
+	restartsDesc = prometheus.NewDesc("warmpath_router_kv_worker_restarts_total",
+		"Worker restarts detected (its sequence went backwards); its index entries were dropped.", []string{"worker"}, nil)
+	rejectedDesc = prometheus.NewDesc("warmpath_router_kv_events_rejected_total",
+		"Events or messages not applied, by reason (decode_error, unknown_parent, invalid).", []string{"worker", "reason"}, nil)
+	blocksDesc = prometheus.NewDesc("warmpath_router_kv_index_blocks",
+		"Blocks the kvaware index holds per worker and tier (gpu, cpu, l2).", []string{"worker", "tier"}, nil)
+	keysDesc = prometheus.NewDesc("warmpath_router_kv_index_keys",
+		"Distinct block keys in the kvaware index.", nil, nil)
+	capDesc = prometheus.NewDesc("warmpath_router_kv_index_capacity_keys",
+		"The most block keys the index holds (--kv-index-max-keys).", nil, nil)
+	evictedDesc = prometheus.NewDesc("warmpath_router_kv_index_evictions_total",
+		"Block keys dropped from the index for space.", nil, nil)
+	connectedDesc = prometheus.NewDesc("warmpath_router_kv_subscribed",
+		"1 while the router is connected to the worker's event stream.", []string{"worker"}, nil)
+)
+
+// Collector exports the subscriber's and the index's state at scrape time.
+type Collector struct {
+	m   *Manager
+	idx *kvindex.Index
+}
+
+// NewCollector returns the collector for m and idx.
+func NewCollector(m *Manager, idx *kvindex.Index) *Collector { return &Collector{m: m, idx: idx} }
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	health := c.m.Health()
+	for w, k := range c.m.Counters() {
+		counter(eventsDesc, k.Events.Load(), w)
+		counter(gapsDesc, k.Gaps.Load(), w)
+		counter(replaysDesc, k.Replays.Load()-k.ReplayErrors.Load(), w, "ok")
+		counter(replaysDesc, k.ReplayErrors.Load(), w, "error")
+		counter(batchesDesc, k.Batches.Load(), w, "received")
+		counter(batchesDesc, k.Replayed.Load(), w, "replayed")
+		counter(batchesDesc, k.Lost.Load(), w, "lost")
+		counter(restartsDesc, k.Restarts.Load(), w)
+		counter(rejectedDesc, k.DecodeErrors.Load(), w, "decode_error")
+		counter(rejectedDesc, k.UnknownParent.Load(), w, "unknown_parent")
+		counter(rejectedDesc, k.Invalid.Load(), w, "invalid")
+		v := 0.0
+		if health[w].Connected {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(connectedDesc, prometheus.GaugeValue, v, w)
+	}
+	st := c.idx.Stats()
+	for w, b := range st.Blocks {
+		for t := kvindex.GPU; t <= kvindex.L2; t++ {
+			ch <- prometheus.MustNewConstMetric(blocksDesc, prometheus.GaugeValue, float64(b[t]), w, t.String())
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(capDesc, prometheus.GaugeValue, float64(st.MaxKeys))
+	counter(evictedDesc, st.Evicted)
+}

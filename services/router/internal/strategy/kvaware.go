@@ -1,0 +1,277 @@
+package strategy
+
+import (
+	"sync"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+)
+
+// KVAwareConfig configures kvaware. In a file:
+//
+//	kvAware: {gpuWeight: 1, cpuWeight: 0.8, l2Weight: 0.5, loadTokens: 256, predictionTTLSeconds: 2, defaultBlockSize: 16}
+type KVAwareConfig struct {
+	// GPUWeight, CPUWeight and L2Weight are the share of a cached block's
+	// prefill a tier saves: a GPU hit saves it all, an L1 (CPU) hit pays a
+	// transfer, an L2 hit a network fetch (0..1, GPU >= CPU >= L2).
+	GPUWeight float64 `json:"gpuWeight" yaml:"gpuWeight"`
+	CPUWeight float64 `json:"cpuWeight" yaml:"cpuWeight"`
+	L2Weight  float64 `json:"l2Weight" yaml:"l2Weight"`
+	// LoadTokens prices one request running or queued at a worker in
+	// prompt tokens still to prefill, so load and cache trade off in one
+	// cost.
+	LoadTokens float64 `json:"loadTokens" yaml:"loadTokens"`
+	// PredictionTTL is how long a routed request's blocks count as cached
+	// on its worker before the worker's own events confirm them, so a burst
+	// of siblings lands together.
+	PredictionTTLSeconds float64 `json:"predictionTTLSeconds" yaml:"predictionTTLSeconds"`
+	// DefaultBlockSize is used for workers whose block size is not scraped
+	// yet.
+	DefaultBlockSize int `json:"defaultBlockSize" yaml:"defaultBlockSize"`
+	// MaxPredictions bounds the predicted blocks kept.
+	MaxPredictions int `json:"maxPredictions" yaml:"maxPredictions"`
+}
+
+func (c KVAwareConfig) withDefaults() KVAwareConfig {
+	if c.GPUWeight == 0 && c.CPUWeight == 0 && c.L2Weight == 0 {
+		c.GPUWeight, c.CPUWeight, c.L2Weight = 1, 0.8, 0.5
+	}
+	if c.LoadTokens == 0 {
+		c.LoadTokens = 256
+	}
+	if c.PredictionTTLSeconds == 0 {
+		c.PredictionTTLSeconds = 2
+	}
+	if c.DefaultBlockSize == 0 {
+		c.DefaultBlockSize = 16
+	}
+	if c.MaxPredictions == 0 {
+		c.MaxPredictions = 1 << 16
+	}
+	return c
+}
+
+func (c KVAwareConfig) validate() error {
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"gpuWeight", c.GPUWeight}, {"cpuWeight", c.CPUWeight}, {"l2Weight", c.L2Weight}} {
+		if !finiteNonNegative(w.v) || w.v > 1 {
+			return errorf("kvAware.%s must be between 0 and 1, got %v", w.name, w.v)
+		}
+	}
+	if c.CPUWeight > c.GPUWeight || c.L2Weight > c.CPUWeight {
+		return errorf("kvAware weights must not grow with slower tiers: gpuWeight >= cpuWeight >= l2Weight")
+	}
+	if !finiteNonNegative(c.LoadTokens) {
+		return errorf("kvAware.loadTokens must be a finite number >= 0, got %v", c.LoadTokens)
+	}
+	if !finiteNonNegative(c.PredictionTTLSeconds) || c.DefaultBlockSize < 1 || c.MaxPredictions < 0 {
+		return errorf("kvAware.predictionTTLSeconds and maxPredictions must not be negative, defaultBlockSize must be >= 1")
+	}
+	return nil
+}
+
+// KVAware routes each request to the worker whose caches hold most of its
+// prompt, priced by tier, plus a load term — through the shared load
+// guard, so a popular prefix cannot pin all traffic to one worker. It
+// reads the exact index the workers' KV events maintain; a request without
+// token ids (the tokenizer failed) is routed by prefixaware instead.
+type KVAware struct {
+	cfg      KVAwareConfig
+	idx      *kvindex.Index
+	guard    LoadGuard
+	fallback *PrefixAware
+	now      func() time.Time
+
+	mu    sync.Mutex
+	preds map[uint64][]prediction // block key -> workers expected to hold it
+}
+
+type prediction struct {
+	worker string
+	until  time.Time
+}
+
+// NewKVAware returns kvaware over idx; fallback routes requests without
+// token ids.
+func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx *kvindex.Index, fallback *PrefixAware) *KVAware {
+	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}}
+}
+
+// Name implements Strategy.
+func (*KVAware) Name() string { return NameKVAware }
+
+// WantsTokens says the router should tokenize requests for this strategy.
+func (*KVAware) WantsTokens() bool { return true }
+
+// Pick implements Strategy.
+func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
+	if len(eps) == 0 {
+		return Decision{}, ErrNoEndpoint
+	}
+	if len(req.TokenIDs) == 0 {
+		return k.fallback.Pick(req, eps)
+	}
+	seed := kvindex.Seed(req.Model, req.LoRA)
+	// Workers of one fleet share a block size; keys are computed once per
+	// distinct size.
+	type sized struct {
+		keys    []uint64
+		workers []int
+	}
+	bySize := map[int]*sized{}
+	names := make([]string, len(eps))
+	for i := range eps {
+		names[i] = eps[i].ID
+		bs := eps[i].BlockSize
+		if bs <= 0 {
+			bs = k.cfg.DefaultBlockSize
+		}
+		g := bySize[bs]
+		if g == nil {
+			g = &sized{keys: kvindex.AppendKeys(nil, seed, req.TokenIDs, bs)}
+			bySize[bs] = g
+		}
+		g.workers = append(g.workers, i)
+	}
+	matches := make([]kvindex.Match, len(eps))
+	blocks := make([]int, len(eps))
+	var ms []kvindex.Match
+	now := k.now()
+	for bs, g := range bySize {
+		sub := make([]string, len(g.workers))
+		for j, i := range g.workers {
+			sub[j] = names[i]
+		}
+		ms = k.idx.Lookup(g.keys, sub, ms)
+		k.mu.Lock()
+		for j, i := range g.workers {
+			m := ms[j]
+			// Predictions count as GPU blocks the worker is computing now.
+			if p := k.predicted(g.keys, names[i], now); p > m.GPU {
+				m.GPU, m.Local, m.Any = p, max(m.Local, p), max(m.Any, p)
+			}
+			matches[i] = m
+			blocks[i] = bs
+		}
+		k.mu.Unlock()
+	}
+	tokens := float64(len(req.TokenIDs))
+	cost := func(i int) float64 {
+		m, bs := matches[i], float64(blocks[i])
+		credit := bs * (k.cfg.GPUWeight*float64(m.GPU) + k.cfg.CPUWeight*float64(m.Local-m.GPU) + k.cfg.L2Weight*float64(m.Any-m.Local))
+		return max(tokens-credit, 0) + k.cfg.LoadTokens*eps[i].Load()
+	}
+	best := k.guard.Choose(eps, seed^uint64(len(req.TokenIDs)), func(i int) float64 { return -cost(i) })
+	g := bySize[blocks[best]]
+	if g == nil { // blocks[best] is 0 only when bySize was empty, which eps rules out
+		g = &sized{}
+	}
+	k.predict(g.keys, eps[best].ID, now)
+	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: matches[best].Any, TotalChunks: len(g.keys)}
+	if d.TotalChunks > 0 {
+		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
+	}
+	return d, nil
+}
+
+// predicted is the run of leading keys predicted on worker; k.mu held.
+func (k *KVAware) predicted(keys []uint64, worker string, now time.Time) int {
+	n := 0
+	for _, key := range keys {
+		found := false
+		for _, p := range k.preds[key] {
+			if p.worker == worker && now.Before(p.until) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// predict records that worker is computing keys.
+func (k *KVAware) predict(keys []uint64, worker string, now time.Time) {
+	ttl := time.Duration(k.cfg.PredictionTTLSeconds * float64(time.Second))
+	if ttl <= 0 || len(keys) == 0 {
+		return
+	}
+	until := now.Add(ttl)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.preds)+len(keys) > k.cfg.MaxPredictions {
+		for key, ps := range k.preds {
+			live := ps[:0]
+			for _, p := range ps {
+				if now.Before(p.until) {
+					live = append(live, p)
+				}
+			}
+			if len(live) == 0 {
+				delete(k.preds, key)
+			} else {
+				k.preds[key] = live
+			}
+		}
+		if len(k.preds)+len(keys) > k.cfg.MaxPredictions {
+			return // still full of live predictions: skip this one
+		}
+	}
+	// The worker string is the pool's own (not the request's buffer).
+	for _, key := range keys {
+		ps := k.preds[key]
+		replaced := false
+		for i := range ps {
+			if ps[i].worker == worker {
+				ps[i].until, replaced = until, true
+				break
+			}
+		}
+		if !replaced {
+			ps = append(ps, prediction{worker: worker, until: until})
+		}
+		k.preds[key] = ps
+	}
+}
+
+// Forget implements Forgetter.
+func (k *KVAware) Forget(endpointID string) {
+	k.fallback.Forget(endpointID)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, ps := range k.preds {
+		live := ps[:0]
+		for _, p := range ps {
+			if p.worker != endpointID {
+				live = append(live, p)
+			}
+		}
+		if len(live) == 0 {
+			delete(k.preds, key)
+		} else {
+			k.preds[key] = live
+		}
+	}
+}
+
+// CacheKnowledge implements Inspector: blocks indexed per worker (all
+// tiers), of the worker's GPU capacity.
+func (k *KVAware) CacheKnowledge() map[string]Knowledge {
+	st := k.idx.Stats()
+	out := make(map[string]Knowledge, len(st.Blocks))
+	for w, b := range st.Blocks {
+		out[w] = Knowledge{Chunks: b[kvindex.GPU] + b[kvindex.CPU] + b[kvindex.L2]}
+	}
+	return out
+}
+
+// TokenUser is implemented by strategies that route on token ids; the
+// router tokenizes requests for them.
+type TokenUser interface {
+	WantsTokens() bool
+}

@@ -1,0 +1,120 @@
+package strategy
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+)
+
+// tokenIDs is a deterministic token sequence for a seed.
+func tokenIDs(seed uint64, n int) []uint32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = r.Uint32N(100000)
+	}
+	return out
+}
+
+func kvEPs(loads ...int) []Endpoint {
+	out := eps(loads...)
+	for i := range out {
+		out[i].BlockSize = 16
+	}
+	return out
+}
+
+func TestKVAwarePick(t *testing.T) {
+	prompt := tokenIDs(1, 16*32) // 32 blocks
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	tests := []struct {
+		name  string
+		setup func(x *kvindex.Index, e []Endpoint)
+		loads []int
+		want  int // index into eps
+	}{
+		{"most GPU blocks wins", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[1].ID, kvindex.GPU, keys[:20])
+			x.Add(e[2].ID, kvindex.GPU, keys[:10])
+		}, []int{0, 0, 0}, 1},
+		{"GPU beats the same run in CPU", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.CPU, keys[:20])
+			x.Add(e[2].ID, kvindex.GPU, keys[:20])
+		}, []int{0, 0, 0}, 2},
+		{"a longer CPU run beats a short GPU one", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.CPU, keys)
+			x.Add(e[1].ID, kvindex.GPU, keys[:4])
+		}, []int{0, 0, 0}, 0},
+		{"the load guard keeps a hot worker out", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.GPU, keys)
+		}, []int{9, 0, 0}, -1},
+		{"load breaks a tie on cache", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.GPU, keys)
+			x.Add(e[1].ID, kvindex.GPU, keys)
+		}, []int{1, 0, 3}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := kvindex.New(1 << 10)
+			e := kvEPs(tt.loads...)
+			tt.setup(x, e)
+			k := NewKVAware(KVAwareConfig{}, LoadGuardConfig{Window: 1, Ratio: 0.2}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+			d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Strategy != NameKVAware || d.TotalChunks != 32 {
+				t.Fatalf("decision %+v", d)
+			}
+			if tt.want >= 0 && d.Endpoint != e[tt.want].ID {
+				t.Fatalf("picked %s, want %s (%+v)", d.Endpoint, e[tt.want].ID, d)
+			}
+			if tt.want < 0 && d.Endpoint == e[0].ID {
+				t.Fatal("picked the overloaded worker")
+			}
+		})
+	}
+}
+
+func TestKVAwareWithoutTokensFallsBack(t *testing.T) {
+	k := NewKVAware(KVAwareConfig{}, LoadGuardConfig{}, kvindex.New(16), NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+	d, err := k.Pick(&Request{Model: "m", Prompt: "hello"}, kvEPs(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Strategy != NamePrefixAware {
+		t.Fatalf("strategy %q, want the prefixaware fallback", d.Strategy)
+	}
+}
+
+// TestKVAwarePredictions: siblings routed before the first one's events
+// arrive land on the same worker; the prediction expires.
+func TestKVAwarePredictions(t *testing.T) {
+	x := kvindex.New(1 << 10)
+	k := NewKVAware(KVAwareConfig{PredictionTTLSeconds: 1}, LoadGuardConfig{Window: 2}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+	now := time.Unix(1000, 0)
+	k.now = func() time.Time { return now }
+	e := kvEPs(0, 0, 0, 0)
+	prompt := tokenIDs(3, 16*8)
+	first, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+	for i := range 3 {
+		d, _ := k.Pick(&Request{Model: "m", TokenIDs: append(prompt[:len(prompt):len(prompt)], tokenIDs(uint64(10+i), 16)...)}, e)
+		if d.Endpoint != first.Endpoint {
+			t.Fatalf("sibling %d went to %s, first to %s", i, d.Endpoint, first.Endpoint)
+		}
+		if d.MatchedChunks != 8 {
+			t.Fatalf("sibling %d: %d predicted blocks, want 8", i, d.MatchedChunks)
+		}
+	}
+	now = now.Add(2 * time.Second)
+	d, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+	if d.MatchedChunks != 0 {
+		t.Fatalf("expired prediction still credited: %+v", d)
+	}
+	k.Forget(first.Endpoint)
+	if len(k.preds) != 0 && d.Endpoint == first.Endpoint {
+		t.Fatal("predictions of a forgotten worker kept")
+	}
+}

@@ -1,0 +1,127 @@
+// Package tokenizer turns a request's prompt or chat messages into token
+// ids for kvaware, by asking a worker's POST /tokenize — so a chat
+// template is applied exactly as the worker applies it — with an LRU cache
+// of recent answers and a timeout. Callers route without tokens when it
+// fails; it never fails a request.
+package tokenizer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/warmpath/warmpath/libs/openai"
+	"github.com/warmpath/warmpath/services/router/internal/strategy"
+)
+
+// Config tunes a Client.
+type Config struct {
+	// Timeout bounds one /tokenize call (500ms): a slow tokenizer must not
+	// cost more than the cache it helps find.
+	Timeout time.Duration
+	// CacheEntries bounds the cache of token ids by request text (4096).
+	CacheEntries int
+	// MaxResponseBytes bounds a /tokenize answer (16 MiB).
+	MaxResponseBytes int64
+}
+
+// Client tokenizes through workers.
+type Client struct {
+	cfg   Config
+	http  *http.Client
+	cache *lru.Cache[uint64, []uint32]
+}
+
+// New returns a client.
+func New(cfg Config) (*Client, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 500 * time.Millisecond
+	}
+	if cfg.CacheEntries <= 0 {
+		cfg.CacheEntries = 4096
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = 16 << 20
+	}
+	c, err := lru.New[uint64, []uint32](cfg.CacheEntries)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: cache: %w", err)
+	}
+	return &Client{cfg: cfg, cache: c, http: &http.Client{Transport: &http.Transport{
+		MaxIdleConnsPerHost: 32, IdleConnTimeout: 4 * time.Second, DisableCompression: true,
+	}}}, nil
+}
+
+// Tokenize returns the token ids of req's prompt (or chat messages, with
+// the generation prompt) as the worker at workerURL computes them. cached
+// reports a cache hit. The returned slice is shared: do not modify it.
+func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (ids []uint32, cached bool, err error) {
+	key := cacheKey(req)
+	if ids, ok := c.cache.Get(key); ok {
+		return ids, true, nil
+	}
+	body := openai.TokenizeRequest{Model: req.Model}
+	if req.Messages != nil {
+		for _, m := range req.Messages {
+			body.Messages = append(body.Messages, openai.ChatMessage{Role: m.Role, Content: openai.Content(m.Content)})
+		}
+	} else {
+		p := req.Prompt
+		body.Prompt = &p
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, false, fmt.Errorf("tokenizer: encode: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/tokenize", bytes.NewReader(raw))
+	if err != nil {
+		return nil, false, fmt.Errorf("tokenizer: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return nil, false, fmt.Errorf("tokenizer: %s: %w", workerURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, false, fmt.Errorf("tokenizer: %s: status %d", workerURL, resp.StatusCode)
+	}
+	var out openai.TokenizeResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes)).Decode(&out); err != nil {
+		return nil, false, fmt.Errorf("tokenizer: %s: decode: %w", workerURL, err)
+	}
+	if out.Tokens == nil {
+		return nil, false, errors.New("tokenizer: answer without tokens")
+	}
+	c.cache.Add(key, out.Tokens)
+	return out.Tokens, false, nil
+}
+
+// cacheKey hashes what tokenization depends on. A hash, not the text: the
+// request's strings live in buffers the server reuses.
+func cacheKey(req *strategy.Request) uint64 {
+	d := xxhash.New()
+	_, _ = d.WriteString(req.Model)
+	if req.Messages != nil {
+		_, _ = d.WriteString("\x00chat")
+		for _, m := range req.Messages {
+			_, _ = d.WriteString("\x00" + m.Role + "\x00")
+			_, _ = d.WriteString(m.Content)
+		}
+	} else {
+		_, _ = d.WriteString("\x00prompt\x00")
+		_, _ = d.WriteString(req.Prompt)
+	}
+	return d.Sum64()
+}
