@@ -444,10 +444,13 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal("promtool not on PATH: run `make tools` (Debian's prometheus package)")
 	}
-	w := startWorker(t)
-	r := startRouter(t, []*worker{w})
-	post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"metrics","max_tokens":2}`)
+	// kvaware on an event-publishing worker, so the kv_* and tokenize
+	// metrics are in the exposition too.
+	w := startEventWorker(t, freePortRun(t), "map")
+	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) { o.Routing.Name = "kvaware" })
+	post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"metrics `+strings.Repeat("and more words ", 40)+`","max_tokens":2}`)
 	post(t, r.url+"/v1/completions", `{"model":"nope","prompt":"x"}`)
+	waitIndexed(t, r, 1)
 	resp, err := http.Get(r.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -464,7 +467,8 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 	for _, name := range []string{"warmpath_router_requests_total", "warmpath_router_ttft_seconds_bucket",
 		"warmpath_router_routing_decision_duration_seconds_bucket", "warmpath_router_prefix_match_ratio_bucket",
-		"warmpath_router_inflight_requests", "warmpath_router_worker_healthy", "warmpath_router_rejections_total"} {
+		"warmpath_router_inflight_requests", "warmpath_router_worker_healthy", "warmpath_router_rejections_total",
+		"warmpath_router_tokenize_total", "warmpath_router_kv_events_total", "warmpath_router_kv_index_blocks", "warmpath_router_kv_subscribed"} {
 		if !bytes.Contains(buf.Bytes(), []byte(name)) {
 			t.Errorf("/metrics lacks %s", name)
 		}
