@@ -64,6 +64,7 @@ func run() error {
 	var tc tokenizer.Config
 	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
 	fs.IntVar(&tc.CacheEntries, "tokenize-cache-entries", 4096, "kvaware: tokenized prompts kept")
+	localTok := fs.String("tokenizer-local", "", "kvaware: tokenize completion prompts in-process for these models, model=encoding[,...] (tiktoken encodings: cl100k_base, o200k_base, p50k_base, r50k_base); chat still asks the worker")
 
 	var pc proxy.Config
 	fs.Int64Var(&pc.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body (413 beyond)")
@@ -129,6 +130,11 @@ func run() error {
 	}
 	routing := strategy.Defaults()
 	routing.Name = *strategyName
+	if *localTok != "" {
+		if tc.Local, err = tokenizer.ParseLocal(*localTok); err != nil {
+			return err
+		}
+	}
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,

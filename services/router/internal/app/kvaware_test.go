@@ -1,16 +1,21 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 )
 
 // freePortRun returns a port p with p, p+1 and p+2 free on every interface:
@@ -214,4 +219,46 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 	if after := r.app.index.Stats().Blocks[w2.url][0]; after >= before {
 		t.Fatalf("GPU blocks %d after the restart, want fewer than the %d the old process had", after, before)
 	}
+}
+
+// TestLocalTokenizerMatchesWorker: the in-process BPE tokenizer gives the
+// ids vllm-sim's /tokenize gives (the simulator runs cl100k_base).
+func TestLocalTokenizerMatchesWorker(t *testing.T) {
+	w := startWorker(t, "--tokenizer", "cl100k_base")
+	local, err := tokenizer.ParseLocal(simModel + "=cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := tokenizer.New(tokenizer.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prompt := range []string{
+		"Hello, world!",
+		"  leading spaces and\ttabs\nnew lines",
+		"numbers 1234567890 and 3.14159",
+		"unicode: naïve café — 日本語 🚀",
+		strings.Repeat("a long shared document sentence. ", 200),
+	} {
+		want, _, err := remote.Tokenize(context.Background(), w.url, &strategy.Request{Model: simModel, Prompt: prompt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := local.Encode(simModel, prompt)
+		if err != nil || !ok {
+			t.Fatalf("local encode: ok %v err %v", ok, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("prompt %.30q: local %d ids, worker %d ids (first differ at %d)", prompt, len(got), len(want), firstDiff(got, want))
+		}
+	}
+}
+
+func firstDiff(a, b []uint32) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

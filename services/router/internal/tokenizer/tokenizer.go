@@ -31,6 +31,9 @@ type Config struct {
 	CacheEntries int
 	// MaxResponseBytes bounds a /tokenize answer (16 MiB).
 	MaxResponseBytes int64
+	// Local, when set, tokenizes completion prompts of its models
+	// in-process instead of asking a worker.
+	Local *Local
 }
 
 // Client tokenizes through workers.
@@ -67,6 +70,14 @@ func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.R
 	key := cacheKey(req)
 	if ids, ok := c.cache.Get(key); ok {
 		return ids, true, nil
+	}
+	if req.Messages == nil {
+		if ids, ok, err := c.cfg.Local.Encode(req.Model, req.Prompt); ok {
+			if err == nil {
+				c.cache.Add(key, ids)
+			}
+			return ids, false, err
+		}
 	}
 	body := openai.TokenizeRequest{Model: req.Model}
 	if req.Messages != nil {
