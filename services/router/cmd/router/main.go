@@ -58,6 +58,7 @@ func run() error {
 	strategyName := fs.String("strategy", "prefixaware", "routing strategy when no --config: prefixaware, session, roundrobin, kvaware")
 	var kv kvsub.Config
 	fs.StringVar(&kv.Endpoint, "kv-events-endpoint", "", "each worker's KV-event PUB socket, a template over its URL: {host}, {port}, {port+N} (e.g. tcp://{host}:5557); enables kvaware")
+	fs.StringVar(&kv.Bind, "kv-events-bind", "", "bind one SUB socket here (e.g. tcp://0.0.0.0:5557) that workers connect to, each naming itself in its topic (its URL, or kv@host:port@model); the other topology to --kv-events-endpoint")
 	fs.StringVar(&kv.ReplayEndpoint, "kv-events-replay-endpoint", "", "each worker's KV-event replay socket, same template (e.g. tcp://{host}:5558); without it gaps are counted, not repaired")
 	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")

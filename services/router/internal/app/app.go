@@ -241,6 +241,13 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := a.kvsubs.Listen(runCtx); err != nil && runCtx.Err() == nil {
+			errc <- fmt.Errorf("kv events: %w", err)
+		}
+	}()
 	go func() { errc <- a.server.Serve(ln) }()
 
 	var err error

@@ -262,3 +262,50 @@ func firstDiff(a, b []uint32) int {
 	}
 	return min(len(a), len(b))
 }
+
+// TestKVAwareBindTopology: the router binds one SUB socket and the workers
+// connect to it, each naming itself in its topic — vLLM's other topology.
+func TestKVAwareBindTopology(t *testing.T) {
+	bind := freePort(t)
+	ws := make([]*worker, 2)
+	for i := range ws {
+		port := freePortRun(t)
+		topic := fmt.Sprintf("kv@127.0.0.1:%d@%s", port, simModel)
+		if i == 1 {
+			topic = fmt.Sprintf("http://127.0.0.1:%d", port) // a worker URL works too
+		}
+		cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://*:%d","topic":%q}`, bind, port+2, topic)
+		ws[i] = startWorkerOn(t, port, "--kv-events-config", cfg)
+	}
+	r := startRouter(t, ws, func(o *Options) {
+		o.Routing.Name = "kvaware"
+		o.KVEvents = kvsub.Config{Bind: fmt.Sprintf("tcp://127.0.0.1:%d", bind), ReplayEndpoint: "tcp://{host}:{port+2}"}
+	})
+	var bodies []string
+	for g := range 6 {
+		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
+			"prompt": strings.Repeat(fmt.Sprintf("group %d shared context line. ", g), 30)})
+		bodies = append(bodies, string(b))
+	}
+	// Workers reconnect to the router's socket with a backoff: send until
+	// both have been heard from.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sendAll(t, r.url+"/v1/completions", bodies)
+		st := r.app.index.Stats()
+		if len(st.Blocks) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("index holds %d workers' blocks, want 2; streams %+v, unknown topics %d", len(st.Blocks), r.app.kvsubs.Health(), r.app.kvsubs.UnknownTopics())
+		}
+		time.Sleep(200 * time.Millisecond)
+		bodies = append(bodies[:0:0], bodies...)
+		for i := range bodies {
+			bodies[i] = strings.Replace(bodies[i], "line.", "line!", 1) // new prompts, new blocks
+		}
+	}
+	if n := r.app.kvsubs.UnknownTopics(); n != 0 {
+		t.Errorf("%d messages with unknown topics", n)
+	}
+}

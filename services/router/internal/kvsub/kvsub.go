@@ -1,8 +1,13 @@
 // Package kvsub subscribes to every worker's KV-cache events over ZMQ and
-// feeds them into the kvaware index. It dials each discovered worker's PUB
-// socket (vLLM binds it: `"endpoint": "tcp://*:5557"`), one SUB per worker,
-// so the connection names the worker; gaps and late joins are repaired
-// through the worker's replay socket.
+// feeds them into the kvaware index, in either topology vLLM supports:
+//
+//   - dial: the router dials each discovered worker's PUB socket (vLLM
+//     binds it: `"endpoint": "tcp://*:5557"`), one SUB per worker, so the
+//     connection names the worker;
+//   - bind: the router binds one SUB socket and every worker connects to it
+//     (`"endpoint": "tcp://router:5557"`); each worker's topic names it.
+//
+// Gaps and late joins are repaired through the worker's replay socket.
 package kvsub
 
 import (
@@ -16,7 +21,9 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -30,8 +37,14 @@ import (
 // {port+N} / {port-N} that port offset by N. An empty Endpoint disables
 // the subscriber.
 type Config struct {
-	// Endpoint of each worker's PUB socket, e.g. "tcp://{host}:5557".
+	// Endpoint of each worker's PUB socket, e.g. "tcp://{host}:5557"
+	// (dial topology).
 	Endpoint string
+	// Bind is the router's own SUB address workers connect to, e.g.
+	// "tcp://0.0.0.0:5557" (bind topology). Each worker's topic must name
+	// it: its base URL ("http://10.0.0.5:8000") or "kv@<host:port>@..."
+	// ("kv@<host>@..." when one worker runs on that host).
+	Bind string
 	// ReplayEndpoint of each worker's replay (ROUTER) socket, e.g.
 	// "tcp://{host}:5558"; empty: gaps are counted, not repaired.
 	ReplayEndpoint string
@@ -56,6 +69,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	subs map[string]*subscription
+	// unknownTopic counts bind-topology messages naming no known worker.
+	unknownTopic atomic.Uint64
 }
 
 type subscription struct {
@@ -63,6 +78,10 @@ type subscription struct {
 	done     chan struct{}
 	counters *kvindex.Counters
 	conn     *connState
+	// Bind topology: the worker's feed, built on its first message and
+	// used only by the listener goroutine.
+	worker Worker
+	feed   *kvindex.Feed
 }
 
 // connState records whether a subscription is connected, for
@@ -89,7 +108,7 @@ func New(cfg Config, idx *kvindex.Index, log *slog.Logger) *Manager {
 }
 
 // Enabled reports whether workers are subscribed to.
-func (m *Manager) Enabled() bool { return m.cfg.Endpoint != "" }
+func (m *Manager) Enabled() bool { return m.cfg.Endpoint != "" || m.cfg.Bind != "" }
 
 // Start subscribes to the worker at workerURL until ctx ends or Stop.
 func (m *Manager) Start(ctx context.Context, workerURL string, w Worker) {
@@ -102,8 +121,12 @@ func (m *Manager) Start(ctx context.Context, workerURL string, w Worker) {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &subscription{cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}}
+	s := &subscription{cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}, worker: w}
 	m.subs[workerURL] = s
+	if m.cfg.Bind != "" {
+		close(s.done) // the listener feeds it
+		return
+	}
 	go func() {
 		defer close(s.done)
 		m.run(ctx, workerURL, w, s)
@@ -296,6 +319,100 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 		}
 	}
 }
+
+// Listen runs the bind topology's SUB socket until ctx ends; it returns at
+// once in the dial topology.
+func (m *Manager) Listen(ctx context.Context) error {
+	if m.cfg.Bind == "" {
+		return nil
+	}
+	sub := zmq4.NewSub(ctx, zmq4.WithLogger(quiet()))
+	defer sub.Close()
+	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		return fmt.Errorf("kvsub: subscribe: %w", err)
+	}
+	if err := sub.Listen(m.cfg.Bind); err != nil {
+		return fmt.Errorf("kvsub: listen %s: %w", m.cfg.Bind, err)
+	}
+	m.log.Info("kv events: listening", "addr", m.cfg.Bind)
+	for {
+		msg, err := sub.Recv()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			continue // one worker went away; the others stay connected
+		}
+		if err != nil {
+			return fmt.Errorf("kvsub: receive: %w", err)
+		}
+		mm, err := kvevents.ParseMessage(msg.Frames)
+		if err != nil {
+			m.unknownTopic.Add(1)
+			continue
+		}
+		url, s := m.byTopic(mm.Topic)
+		if s == nil {
+			m.unknownTopic.Add(1)
+			continue
+		}
+		if s.feed == nil {
+			ms := s.worker.Models()
+			if len(ms) == 0 {
+				continue // not probed yet: its first message after that replays this one
+			}
+			var replay kvindex.Replayer
+			if m.cfg.ReplayEndpoint != "" {
+				if re, err := Expand(m.cfg.ReplayEndpoint, url); err == nil {
+					replay = replayer{endpoint: re, timeout: m.cfg.ReplayTimeout}
+				}
+			}
+			s.feed = kvindex.NewFeed(kvindex.NewWorker(m.idx, url, ms[0], s.counters), replay)
+			s.conn.set(true, nil)
+		}
+		s.conn.mu.Lock()
+		s.conn.lastEvent = time.Now()
+		s.conn.mu.Unlock()
+		if err := s.feed.Handle(ctx, mm); err != nil {
+			m.log.Warn("kv events: replay failed; some blocks are not indexed", "worker", url, "err", err)
+		}
+	}
+}
+
+// byTopic finds the worker a bind-topology topic names.
+func (m *Manager) byTopic(topic string) (string, *subscription) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.subs[topic]; ok {
+		return topic, s
+	}
+	rest, ok := strings.CutPrefix(topic, "kv@")
+	if !ok {
+		return "", nil
+	}
+	hostPort, _, _ := strings.Cut(rest, "@")
+	var foundURL string
+	var found *subscription
+	for u, s := range m.subs {
+		pu, err := url.Parse(u)
+		if err != nil {
+			continue
+		}
+		if pu.Host == hostPort {
+			return u, s
+		}
+		if pu.Hostname() == hostPort {
+			if found != nil {
+				return "", nil // two workers on that host: the topic must name the port
+			}
+			foundURL, found = u, s
+		}
+	}
+	return foundURL, found
+}
+
+// UnknownTopics counts bind-topology messages that named no known worker.
+func (m *Manager) UnknownTopics() uint64 { return m.unknownTopic.Load() }
 
 // replayer asks a worker's replay socket for missed batches.
 type replayer struct {

@@ -27,6 +27,8 @@ var (
 		"The most block keys the index holds (--kv-index-max-keys).", nil, nil)
 	evictedDesc = prometheus.NewDesc("warmpath_router_kv_index_evictions_total",
 		"Block keys dropped from the index for space.", nil, nil)
+	unknownTopicDesc = prometheus.NewDesc("warmpath_router_kv_unknown_topic_messages_total",
+		"Messages on the router's own SUB socket (bind topology) whose topic names no known worker, or that are not event messages.", nil, nil)
 	connectedDesc = prometheus.NewDesc("warmpath_router_kv_subscribed",
 		"1 while the router is connected to the worker's event stream.", []string{"worker"}, nil)
 )
@@ -42,7 +44,7 @@ func NewCollector(m *Manager, idx *kvindex.Index) *Collector { return &Collector
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc} {
+	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc} {
 		ch <- d
 	}
 }
@@ -80,4 +82,5 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(st.Keys))
 	ch <- prometheus.MustNewConstMetric(capDesc, prometheus.GaugeValue, float64(st.MaxKeys))
 	counter(evictedDesc, st.Evicted)
+	counter(unknownTopicDesc, c.m.UnknownTopics())
 }
