@@ -58,7 +58,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## install golangci-lint, promtool and nginx (idempotent)
+tools: ## install golangci-lint, promtool, nginx and redis-server (idempotent)
 	@scripts/install-tools.sh
 
 .PHONY: build
@@ -89,7 +89,7 @@ test-unit: ## go test (with -race where a C compiler exists) over every module b
 	@# promtool checks every /metrics exposition; nginx is the bench peer the
 	@# bench suite smoke-tests; envtest's kube-apiserver and etcd serve the
 	@# Kubernetes discovery (and later operator) suites.
-	@scripts/install-tools.sh promtool nginx
+	@scripts/install-tools.sh promtool nginx redis
 	assets="$$(scripts/install-envtest.sh)"; \
 	$(if $(RACE),CGO_ENABLED=1) KUBEBUILDER_ASSETS="$$assets" $(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(addsuffix /...,$(UNIT_MODULES))
 

@@ -5,7 +5,7 @@
 #   TOOLS_BIN          where Go-built tools go (default ~/.cache/warmpath/bin)
 #   GOLANGCI_VERSION   golangci-lint version (default v2.15.0)
 #
-# Usage: scripts/install-tools.sh [golangci-lint] [promtool] [nginx]   (no args: all)
+# Usage: scripts/install-tools.sh [golangci-lint] [promtool] [nginx] [redis]   (no args: all)
 set -euo pipefail
 
 TOOLS_BIN="${TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/warmpath/bin}"
@@ -88,10 +88,36 @@ install_nginx() {
 	command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]]
 }
 
+# redis-server and redis-cli come from Debian's redis-server package; the
+# router's shared KV index is tested against a real Redis started by the
+# test on a free loopback port (the package's own service is not used).
+install_redis() {
+	if command -v redis-server >/dev/null 2>&1; then
+		return 0
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		log "redis-server is missing and apt-get is not available; install redis-server by hand"
+		return 1
+	fi
+	local sudo=()
+	if [[ "$(id -u)" != 0 ]]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			log "redis-server is missing; run as root or install sudo"
+			return 1
+		fi
+		sudo=(sudo)
+	fi
+	log "installing redis-server (Debian package redis-server)"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
+	command -v redis-server >/dev/null 2>&1
+}
+
 main() {
 	local tools=("$@")
 	if [[ ${#tools[@]} -eq 0 ]]; then
-		tools=(golangci-lint promtool nginx)
+		tools=(golangci-lint promtool nginx redis)
 	fi
 	local t
 	for t in "${tools[@]}"; do
@@ -99,6 +125,7 @@ main() {
 		golangci-lint) install_golangci_lint ;;
 		promtool) install_promtool ;;
 		nginx) install_nginx ;;
+		redis) install_redis ;;
 		*)
 			log "unknown tool $t"
 			return 2

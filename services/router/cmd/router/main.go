@@ -61,6 +61,7 @@ func run() error {
 	fs.StringVar(&kv.Bind, "kv-events-bind", "", "bind one SUB socket here (e.g. tcp://0.0.0.0:5557) that workers connect to, each naming itself in its topic (its URL, or kv@host:port@model); the other topology to --kv-events-endpoint")
 	fs.StringVar(&kv.ReplayEndpoint, "kv-events-replay-endpoint", "", "each worker's KV-event replay socket, same template (e.g. tcp://{host}:5558); without it gaps are counted, not repaired")
 	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
+	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
 	var tc tokenizer.Config
 	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
@@ -139,7 +140,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, Tokenizer: tc,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVIndexRedis: *kvRedis, Tokenizer: tc,
 	})
 	if err != nil {
 		return err

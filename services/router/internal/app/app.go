@@ -17,12 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
@@ -49,6 +51,9 @@ type Options struct {
 	KVEvents kvsub.Config
 	// KVIndexMaxKeys bounds the kvaware index (block keys).
 	KVIndexMaxKeys int
+	// KVIndexRedis, when set (redis://host:port/db), keeps the kvaware index
+	// in Redis, shared by every router replica pointed at it.
+	KVIndexRedis string
 	// Tokenizer configures tokenization for kvaware.
 	Tokenizer tokenizer.Config
 	// Tracer for request spans; nil disables.
@@ -56,6 +61,12 @@ type Options struct {
 	Log    *slog.Logger
 	// Registry to export metrics on; nil creates one served at /metrics.
 	Registry *prometheus.Registry
+}
+
+// kvStore is the kvaware index: in memory, or shared in Redis.
+type kvStore interface {
+	kvsub.Store
+	strategy.BlockIndex
 }
 
 // App is a running router's parts.
@@ -66,7 +77,7 @@ type App struct {
 	limiter *limiter.Limiter
 	metrics *metrics.Metrics
 	server  *proxy.Server
-	index   *kvindex.Index
+	index   kvStore
 	kvsubs  *kvsub.Manager
 
 	mu      sync.Mutex // serialises reloads
@@ -94,6 +105,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.KVIndexMaxKeys = 1 << 22
 	}
 	a.index = kvindex.New(o.KVIndexMaxKeys)
+	if o.KVIndexRedis != "" {
+		ropts, err := redis.ParseURL(o.KVIndexRedis)
+		if err != nil {
+			return nil, fmt.Errorf("app: --kv-index-redis: %w", err)
+		}
+		a.index = kvredis.New(redis.NewClient(ropts), kvredis.Config{})
+	}
 	a.kvsubs = kvsub.New(o.KVEvents, a.index, o.Log.With("component", "kvevents"))
 	if a.kvsubs.Enabled() {
 		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))

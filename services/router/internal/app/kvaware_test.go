@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/internal/testredis"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 )
 
@@ -307,5 +310,72 @@ func TestKVAwareBindTopology(t *testing.T) {
 	}
 	if n := r.app.kvsubs.UnknownTopics(); n != 0 {
 		t.Errorf("%d messages with unknown topics", n)
+	}
+}
+
+// TestKVAwareSharedRedisIndex: two router replicas on one Redis index,
+// both subscribed to every worker, apply each batch once and route each
+// group's follow-ups to the same worker — the one holding its prefix.
+func TestKVAwareSharedRedisIndex(t *testing.T) {
+	redisURL := testredis.Start(t)
+	ws := []*worker{startEventWorker(t, freePortRun(t), "map"), startEventWorker(t, freePortRun(t), "positional")}
+	placer := startRouter(t, ws, func(o *Options) { o.Routing.Name = "roundrobin" })
+	prompt := func(g, q int) string {
+		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
+			"prompt": strings.Repeat(fmt.Sprintf("group %d shared context line. ", g), 40) + fmt.Sprintf("Q%d?", q)})
+		return string(b)
+	}
+	const groups = 4
+	var warm []string
+	for g := range groups {
+		warm = append(warm, prompt(g, 0))
+	}
+	sendAll(t, placer.url+"/v1/completions", warm)
+	shared := func(o *Options) {
+		kvEvents(o)
+		o.Routing.Name = "kvaware"
+		o.KVIndexRedis = redisURL
+	}
+	r1, r2 := startRouter(t, ws, shared), startRouter(t, ws, shared)
+	waitIndexed(t, r1, len(ws))
+
+	served := func(r *router) map[string]float64 {
+		out := map[string]float64{}
+		for _, w := range ws {
+			out[w.url] = scrape(t, r.url+"/metrics", `warmpath_router_requests_total{code="200",strategy="kvaware",worker="`+w.url+`"`)
+		}
+		return out
+	}
+	chosen := func(r *router, body string) string {
+		before := served(r)
+		sendAll(t, r.url+"/v1/completions", []string{body})
+		for w, n := range served(r) {
+			if n > before[w] {
+				return w
+			}
+		}
+		t.Fatal("no worker served the request")
+		return ""
+	}
+	for g := range groups {
+		a, b := chosen(r1, prompt(g, 1)), chosen(r2, prompt(g, 2))
+		if a != b {
+			t.Errorf("group %d: replica 1 chose %s, replica 2 chose %s", g, a, b)
+		}
+	}
+	// Each block is counted once although both replicas applied every batch.
+	opts, _ := redis.ParseURL(redisURL)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	keys, err := rdb.Keys(context.Background(), "warmpath:kv:b:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("no block keys in Redis (%v)", err)
+	}
+	for _, k := range keys[:min(len(keys), 50)] {
+		for f, v := range rdb.HGetAll(context.Background(), k).Val() {
+			if v != "1" {
+				t.Fatalf("%s %s = %s copies, want 1 (a batch applied twice?)", k, f, v)
+			}
+		}
 	}
 }

@@ -3,6 +3,7 @@ package kvindex
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
@@ -22,7 +23,8 @@ type block struct {
 // is bounded by the worker's own cache size. Not safe for concurrent use:
 // one goroutine feeds one worker.
 type Worker struct {
-	idx    *Index
+	sink   Sink
+	change Change // the batch being applied
 	name   string
 	model  string
 	seed   uint64
@@ -42,22 +44,44 @@ type Counters struct {
 	Replays, ReplayErrors  atomic.Uint64
 	Replayed, Lost         atomic.Uint64 // batches recovered; batches a replay could not return
 	DecodeErrors           atomic.Uint64
+	CommitErrors           atomic.Uint64 // batches the sink (Redis) failed to take
 }
 
 // NewWorker returns the event state of worker (its index name) serving
 // model.
-func NewWorker(idx *Index, name, model string, c *Counters) *Worker {
+func NewWorker(sink Sink, name, model string, c *Counters) *Worker {
 	if c == nil {
 		c = &Counters{}
 	}
-	return &Worker{idx: idx, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, stats: c}
+	return &Worker{sink: sink, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, stats: c}
 }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() *Counters { return w.stats }
 
-// Apply applies the events of one batch in order.
+// Apply applies the events of one batch in order and commits them to the
+// sink as one change (seq and hash name the batch, for sinks shared by
+// several routers).
 func (w *Worker) Apply(b kvevents.Batch) {
+	w.begin()
+	w.apply(b)
+	w.commit(0, 0)
+}
+
+func (w *Worker) begin() {
+	reset := w.change.Reset
+	w.change = Change{Worker: w.name, Reset: reset, Ops: w.change.Ops[:0]}
+}
+
+func (w *Worker) commit(seq, hash uint64) {
+	w.change.Seq, w.change.Hash = seq, hash
+	if err := w.sink.Commit(&w.change); err != nil {
+		w.stats.CommitErrors.Add(1)
+	}
+	w.change.Reset = false
+}
+
+func (w *Worker) apply(b kvevents.Batch) {
 	w.stats.Batches.Add(1)
 	for _, ev := range b.Events {
 		w.stats.Events.Add(1)
@@ -104,7 +128,7 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 		w.blocks[h.Uint64()] = b
 	}
 	w.stats.Stored.Add(uint64(n))
-	w.idx.Add(w.name, tier, w.keys)
+	w.change.Ops = append(w.change.Ops, Op{Kind: OpAdd, Tier: tier, Keys: slices.Clone(w.keys)})
 }
 
 func (w *Worker) removed(ev *kvevents.BlockRemoved) {
@@ -124,13 +148,15 @@ func (w *Worker) removed(ev *kvevents.BlockRemoved) {
 		}
 	}
 	w.stats.Removed.Add(uint64(len(w.keys)))
-	w.idx.Remove(w.name, tier, w.keys)
+	if len(w.keys) > 0 {
+		w.change.Ops = append(w.change.Ops, Op{Kind: OpRemove, Tier: tier, Keys: slices.Clone(w.keys)})
+	}
 }
 
 // cleared handles AllBlocksCleared: vLLM's GPU prefix cache was reset.
 func (w *Worker) cleared() {
 	w.stats.Cleared.Add(1)
-	w.idx.Clear(w.name, GPU)
+	w.change.Ops = append(w.change.Ops, Op{Kind: OpClear, Tier: GPU})
 	for h, b := range w.blocks {
 		b.refs[GPU] = 0
 		if b.refs == ([NumTiers]uint8{}) {
@@ -141,9 +167,10 @@ func (w *Worker) cleared() {
 	}
 }
 
-// Reset forgets everything the worker held: it restarted or left.
+// Reset forgets everything the worker held: it restarted. The sink drops
+// it with the next committed batch.
 func (w *Worker) Reset() {
-	w.idx.Clear(w.name)
+	w.change.Reset = true
 	clear(w.blocks)
 }
 
@@ -270,11 +297,14 @@ func (f *Feed) apply(m kvevents.Message) {
 	b, err := kvevents.DecodeBatch(m.Payload)
 	f.next = m.Seq + 1
 	f.lastHash = xxhash.Sum64(m.Payload)
+	f.w.begin()
 	if err != nil {
 		f.w.stats.DecodeErrors.Add(1)
-		return
+	} else {
+		f.w.apply(b)
 	}
-	f.w.Apply(b)
+	// Committed even when empty: a shared sink tracks every seq.
+	f.w.commit(m.Seq, f.lastHash)
 }
 
 // fill applies the batches [from, to) from the worker's replay buffer.

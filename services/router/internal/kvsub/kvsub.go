@@ -61,10 +61,18 @@ type Worker interface {
 	Models() []string
 }
 
+// Store is where workers' index changes go: the in-memory kvindex.Index
+// or a shared one (kvredis).
+type Store interface {
+	kvindex.Sink
+	Forget(worker string) error
+	Stats() kvindex.Stats
+}
+
 // Manager runs one subscription per worker.
 type Manager struct {
 	cfg Config
-	idx *kvindex.Index
+	idx Store
 	log *slog.Logger
 
 	mu   sync.Mutex
@@ -94,7 +102,7 @@ type connState struct {
 }
 
 // New returns a manager feeding idx.
-func New(cfg Config, idx *kvindex.Index, log *slog.Logger) *Manager {
+func New(cfg Config, idx Store, log *slog.Logger) *Manager {
 	if cfg.ReplayTimeout <= 0 {
 		cfg.ReplayTimeout = 5 * time.Second
 	}
@@ -144,7 +152,9 @@ func (m *Manager) Stop(workerURL string) {
 		s.cancel()
 		<-s.done
 	}
-	m.idx.Clear(workerURL)
+	if err := m.idx.Forget(workerURL); err != nil {
+		m.log.Warn("kv events: could not drop a departed worker's blocks", "worker", workerURL, "err", err)
+	}
 }
 
 // Wait waits for every subscription to end (after their context ended).

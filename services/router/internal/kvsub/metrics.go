@@ -36,11 +36,11 @@ var (
 // Collector exports the subscriber's and the index's state at scrape time.
 type Collector struct {
 	m   *Manager
-	idx *kvindex.Index
+	idx Store
 }
 
 // NewCollector returns the collector for m and idx.
-func NewCollector(m *Manager, idx *kvindex.Index) *Collector { return &Collector{m: m, idx: idx} }
+func NewCollector(m *Manager, idx Store) *Collector { return &Collector{m: m, idx: idx} }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {

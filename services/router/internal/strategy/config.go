@@ -3,8 +3,6 @@ package strategy
 import (
 	"fmt"
 	"strings"
-
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
 )
 
 // Strategy names, as in Config.Name and Strategy.Name.
@@ -85,12 +83,12 @@ func (c Config) Validate() error {
 type Option func(*deps)
 
 type deps struct {
-	index *kvindex.Index
+	index BlockIndex
 }
 
 // WithIndex gives kvaware the KV index the router's event subscriber
 // maintains.
-func WithIndex(idx *kvindex.Index) Option { return func(d *deps) { d.index = idx } }
+func WithIndex(idx BlockIndex) Option { return func(d *deps) { d.index = idx } }
 
 // New validates cfg and builds the strategy it names, with fresh state.
 // The result is safe for concurrent use; prefixaware, session and kvaware

@@ -79,13 +79,20 @@ func (c KVAwareConfig) validate() error {
 // token ids (the tokenizer failed) is routed by prefixaware instead.
 type KVAware struct {
 	cfg      KVAwareConfig
-	idx      *kvindex.Index
+	idx      BlockIndex
 	guard    LoadGuard
 	fallback *PrefixAware
 	now      func() time.Time
 
 	mu    sync.Mutex
 	preds map[uint64][]prediction // block key -> workers expected to hold it
+}
+
+// BlockIndex is the KV index kvaware reads: the in-memory kvindex.Index
+// or a shared one (kvredis).
+type BlockIndex interface {
+	Lookup(keys []uint64, workers []string, out []kvindex.Match) []kvindex.Match
+	Stats() kvindex.Stats
 }
 
 type prediction struct {
@@ -95,7 +102,7 @@ type prediction struct {
 
 // NewKVAware returns kvaware over idx; fallback routes requests without
 // token ids.
-func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx *kvindex.Index, fallback *PrefixAware) *KVAware {
+func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallback *PrefixAware) *KVAware {
 	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}}
 }
 
