@@ -257,7 +257,16 @@ func (s *Server) route(x *exchange) int {
 		}
 		if x.cacheAware && !x.tokenized {
 			x.tokenized = true
-			s.tokenize(x, eps)
+			if s.tokenize(x, eps) {
+				// Tokenizing took a round trip: look at the workers' load
+				// again, or every request of a burst would see the loads
+				// from before it.
+				eps, _ = s.candidates(x.parsed.model, tried)
+				if len(eps) == 0 {
+					attempt--
+					continue
+				}
+			}
 		}
 		t0 := time.Now()
 		var dec strategy.Decision
@@ -312,10 +321,11 @@ func (s *Server) route(x *exchange) int {
 // tokenize fills the request's token ids for a strategy that routes on
 // them, asking the least-loaded candidate. A failure leaves them empty:
 // the strategy then routes without them, never failing the request.
-func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) {
+// It reports whether it asked (the candidates' loads may have moved).
+func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 	tu, ok := x.routing.Strategy.(strategy.TokenUser)
 	if !ok || !tu.WantsTokens() || s.tok == nil || len(x.parsed.route.TokenIDs) > 0 {
-		return
+		return false
 	}
 	ids, cached, err := s.tok.Tokenize(x.ctx, leastLoaded(eps).Endpoint, &x.parsed.route)
 	switch {
@@ -328,6 +338,7 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) {
 		s.metrics.Tokenize.WithLabelValues("tokenized").Inc()
 	}
 	x.parsed.route.TokenIDs = ids
+	return !cached
 }
 
 // fail answers after the last attempt failed before any byte was sent.

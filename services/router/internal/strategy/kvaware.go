@@ -170,7 +170,17 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		credit := bs * (k.cfg.GPUWeight*float64(m.GPU) + k.cfg.CPUWeight*float64(m.Local-m.GPU) + k.cfg.L2Weight*float64(m.Any-m.Local))
 		return max(tokens-credit, 0) + k.cfg.LoadTokens*eps[i].Load()
 	}
-	best := k.guard.Choose(eps, seed^uint64(len(req.TokenIDs)), func(i int) float64 { return -cost(i) })
+	// Ties (nothing cached anywhere, equal load) are broken by a hash of
+	// the prompt's first block, so different prompts spread over the tied
+	// workers while one prompt's siblings agree.
+	tie := seed ^ uint64(len(req.TokenIDs))
+	for _, g := range bySize {
+		if len(g.keys) > 0 {
+			tie = g.keys[0]
+		}
+		break
+	}
+	best := k.guard.Choose(eps, tie, func(i int) float64 { return -cost(i) })
 	g := bySize[blocks[best]]
 	if g == nil { // blocks[best] is 0 only when bySize was empty, which eps rules out
 		g = &sized{}
