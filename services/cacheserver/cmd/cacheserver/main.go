@@ -1,0 +1,90 @@
+// Command cacheserver is warmpath's L2 KV cache: LMCache workers store and
+// fetch KV chunks over lm://; tools use HTTP. This file only wires flags
+// to the packages.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/warmpath/warmpath/libs/flagenv"
+	"github.com/warmpath/warmpath/libs/httpserve"
+	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "cacheserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("cacheserver", flag.ContinueOnError)
+	lmListen := fs.String("lm-listen", "0.0.0.0:65432", "address for LMCache's lm:// protocol")
+	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
+	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
+	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
+	grace := fs.Duration("shutdown-grace", 10*time.Second, "time in-flight HTTP requests get on SIGTERM")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "json", "json or text")
+	if err := flagenv.Apply(fs, "WARMPATH_CACHESERVER_"); err != nil {
+		return err
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mem := store.NewMemory(*memCap)
+	m := metrics.New(reg, mem)
+
+	var lc net.ListenConfig
+	lmLn, err := lc.Listen(ctx, "tcp", *lmListen)
+	if err != nil {
+		return fmt.Errorf("listen lm://: %w", err)
+	}
+	httpLn, err := lc.Listen(ctx, "tcp", *httpListen)
+	if err != nil {
+		return fmt.Errorf("listen http: %w", err)
+	}
+	hs := httpserve.New(httpapi.Handler(mem, m, reg, int64(*maxValue)), log)
+	errc := make(chan error, 2)
+	go func() { errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, mem, m, log).Serve(ctx, lmLn) }()
+	go func() { errc <- hs.Serve(httpLn) }()
+	log.Info("serving", "lm", lmLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	httpserve.Shutdown(ctx, hs, *grace, log)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}

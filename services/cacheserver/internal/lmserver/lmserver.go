@@ -1,0 +1,180 @@
+// Package lmserver serves LMCache's lm:// protocol (libs/lmproto) over the
+// cache server's store: what LMCache workers configured with
+// LMCACHE_REMOTE_URL=lm://host:port talk to.
+package lmserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+)
+
+// Config tunes a Server.
+type Config struct {
+	// MaxValueBytes bounds a PUT (a larger one closes the connection).
+	MaxValueBytes int
+	// IdleTimeout closes a connection with no request for this long (10m):
+	// LMCache keeps one connection per worker open, mostly idle.
+	IdleTimeout time.Duration
+	// IOTimeout bounds reading a request's rest once its header began, and
+	// writing a reply (30s).
+	IOTimeout time.Duration
+}
+
+// Server serves lm:// connections.
+type Server struct {
+	cfg     Config
+	mem     *store.Memory
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// New returns a server over mem.
+func New(cfg Config, mem *store.Memory, m *metrics.Metrics, log *slog.Logger) *Server {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.IOTimeout <= 0 {
+		cfg.IOTimeout = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, mem: mem, metrics: m, log: log, conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on ln until ctx ends, then closes them all.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.closeAll()
+				s.wg.Wait()
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		s.conns[conn] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(conn)
+			s.mu.Lock()
+			delete(s.conns, conn)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}
+
+// deadlineReader arms the idle timeout before a request's first byte and
+// the I/O timeout for the rest.
+type deadlineReader struct {
+	conn       net.Conn
+	idle, io   time.Duration
+	atBoundary bool
+}
+
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	t := d.io
+	if d.atBoundary {
+		t = d.idle
+		d.atBoundary = false
+	}
+	_ = d.conn.SetReadDeadline(time.Now().Add(t))
+	return d.conn.Read(p)
+}
+
+func (s *Server) serveConn(conn net.Conn) {
+	defer conn.Close()
+	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout, atBoundary: true}
+	br := bufio.NewReaderSize(dr, 64<<10)
+	rd := lmproto.NewReader(br, s.cfg.MaxValueBytes)
+	var reply []byte
+	for {
+		dr.atBoundary = br.Buffered() == 0
+		req, err := rd.Next()
+		if err != nil {
+			if errors.Is(err, lmproto.ErrProtocol) {
+				s.metrics.Errors.WithLabelValues("lm", "malformed").Inc()
+				s.log.Warn("lm: closing connection after a protocol error", "remote", conn.RemoteAddr().String(), "err", err)
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.metrics.Errors.WithLabelValues("lm", "io").Inc()
+			}
+			return
+		}
+		start := time.Now()
+		op, result := "", "ok"
+		reply = reply[:0]
+		var value []byte
+		switch req.Command {
+		case lmproto.CmdPut:
+			op = "put"
+			s.mem.Put(req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
+			s.metrics.BytesIn.WithLabelValues("lm").Add(float64(len(req.Value)))
+		case lmproto.CmdGet:
+			op = "get"
+			if obj, ok := s.mem.Get(req.Key); ok {
+				meta := obj.Meta
+				meta.Length = int32(len(obj.Value))
+				reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: lmproto.CodeSuccess, Meta: meta})
+				value, result = obj.Value, "hit"
+			} else {
+				reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: lmproto.CodeFail})
+				result = "miss"
+			}
+		case lmproto.CmdExist:
+			op = "exist"
+			code := lmproto.CodeFail
+			result = "miss"
+			if s.mem.Contains(req.Key) {
+				code, result = lmproto.CodeSuccess, "hit"
+			}
+			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})
+		case lmproto.CmdHealth:
+			op = "health"
+			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: lmproto.CodeSuccess})
+		}
+		if len(reply) > 0 {
+			_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
+			// The header goes in one write (the client reads it with a
+			// single recv); the value, unchanged, straight from the store.
+			bufs := net.Buffers{reply}
+			if len(value) > 0 {
+				bufs = append(bufs, value)
+			}
+			if _, err := bufs.WriteTo(conn); err != nil {
+				s.metrics.Errors.WithLabelValues("lm", "io").Inc()
+				return
+			}
+			s.metrics.BytesOut.WithLabelValues("lm").Add(float64(len(value)))
+		}
+		s.metrics.Requests.WithLabelValues("lm", op, result).Inc()
+		s.metrics.Duration.WithLabelValues("lm", op).Observe(time.Since(start).Seconds())
+	}
+}

@@ -1,0 +1,136 @@
+package lmserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+)
+
+type fixture struct {
+	addr string
+	mem  *store.Memory
+	m    *metrics.Metrics
+}
+
+func start(t *testing.T) fixture {
+	t.Helper()
+	mem := store.NewMemory(256 << 20)
+	m := metrics.New(prometheus.NewRegistry(), mem)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- New(Config{MaxValueBytes: 8 << 20, IOTimeout: time.Second}, mem, m, slog.New(slog.DiscardHandler)).Serve(ctx, ln)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return fixture{addr: ln.Addr().String(), mem: mem, m: m}
+}
+
+func TestLMCacheClientRoundTrip(t *testing.T) {
+	f := start(t)
+	c := lmproto.Dial(f.addr, 2*time.Second, 0)
+	defer c.Close()
+	ctx := context.Background()
+	val := bytes.Repeat([]byte("kv"), 1<<20) // 2 MiB, as a 256-token chunk of a small model
+	meta := lmproto.Meta{Fmt: 1, Dtype: 3, Location: 1, Shape: [4]int32{2, 32, 256, 1024}}
+	key := "Llama-3.1-8B@1@0@deadbeef@bfloat16"
+	if err := c.Put(ctx, key, meta, val); err != nil {
+		t.Fatal(err)
+	}
+	got, gm, err := c.Get(ctx, key)
+	if err != nil || !bytes.Equal(got, val) {
+		t.Fatalf("get: %d bytes, %v", len(got), err)
+	}
+	if gm.Shape != meta.Shape || gm.Dtype != meta.Dtype || gm.Fmt != meta.Fmt || gm.Length != int32(len(val)) {
+		t.Fatalf("metadata back %+v, put %+v", gm, meta)
+	}
+	if ok, err := c.Exist(ctx, key); !ok || err != nil {
+		t.Fatalf("exist: %v %v", ok, err)
+	}
+	if _, _, err := c.Get(ctx, "absent"); !errors.Is(err, lmproto.ErrMiss) {
+		t.Fatalf("absent: %v", err)
+	}
+	if err := c.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(f.m.Requests.WithLabelValues("lm", "get", "hit")); v != 1 {
+		t.Errorf("get hits = %v", v)
+	}
+	if v := testutil.ToFloat64(f.m.BytesOut.WithLabelValues("lm")); v != float64(len(val)) {
+		t.Errorf("bytes out = %v", v)
+	}
+}
+
+// TestBadInput: a malformed frame closes the connection and stores
+// nothing; other connections are unaffected.
+func TestBadInput(t *testing.T) {
+	hdr := func(cmd, length int32, key string) []byte {
+		b, err := lmproto.AppendRequest(nil, &lmproto.RequestHeader{Command: cmd, Meta: lmproto.Meta{Length: length}, Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		key  string
+	}{
+		{"garbage", []byte(strings.Repeat("GET / HTTP/1.1\r\n", 20)), ""},
+		{"unknown command", hdr(9, 0, "k1"), "k1"},
+		{"value over the limit", hdr(lmproto.CmdPut, 16<<20, "k2"), "k2"},
+		{"truncated PUT", append(hdr(lmproto.CmdPut, 1000, "k3"), make([]byte, 10)...), "k3"},
+	}
+	f := start(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write(tt.in); err != nil {
+				t.Fatal(err)
+			}
+			if tt.name == "truncated PUT" {
+				_ = conn.(*net.TCPConn).CloseWrite()
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if n, err := conn.Read(make([]byte, 64)); n != 0 || !errors.Is(err, io.EOF) {
+				t.Fatalf("read %d bytes, err %v; want the server to close the connection", n, err)
+			}
+			if tt.key != "" && f.mem.Contains(tt.key) {
+				t.Fatal("a malformed request stored an object")
+			}
+		})
+	}
+	if v := testutil.ToFloat64(f.m.Errors.WithLabelValues("lm", "malformed")); v < 3 {
+		t.Errorf("protocol errors = %v, want ≥ 3", v)
+	}
+	c := lmproto.Dial(f.addr, time.Second, 0)
+	defer c.Close()
+	if err := c.Health(context.Background()); err != nil {
+		t.Fatalf("server unhealthy after bad clients: %v", err)
+	}
+}

@@ -1,0 +1,81 @@
+// Package metrics defines the cache server's Prometheus metrics, all
+// prefixed warmpath_cache_. Tier gauges and counters are read from the
+// store at scrape time, so they cannot drift from it.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+)
+
+// Metrics are the cache server's instruments. protocol is lm, resp or
+// http; op one of get, put, exist, delete, health; result hit, miss, ok or
+// error.
+type Metrics struct {
+	Requests *prometheus.CounterVec   // protocol, op, result
+	Duration *prometheus.HistogramVec // protocol, op
+	BytesIn  *prometheus.CounterVec   // protocol
+	BytesOut *prometheus.CounterVec   // protocol
+	Errors   *prometheus.CounterVec   // protocol, reason
+}
+
+// New registers the metrics on reg, reading tier state from mem.
+func New(reg prometheus.Registerer, mem *store.Memory) *Metrics {
+	f := promauto.With(reg)
+	m := &Metrics{
+		Requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_cache_requests_total",
+			Help: "Requests by protocol (lm, resp, http), operation and result (hit, miss, ok, error).",
+		}, []string{"protocol", "op", "result"}),
+		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmpath_cache_request_duration_seconds",
+			Help:    "Time to serve a request, from its header read to its reply written, by protocol and operation.",
+			Buckets: []float64{1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5},
+		}, []string{"protocol", "op"}),
+		BytesIn: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_cache_received_bytes_total",
+			Help: "Value bytes received (PUT/SET payloads) by protocol.",
+		}, []string{"protocol"}),
+		BytesOut: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_cache_sent_bytes_total",
+			Help: "Value bytes sent (GET payloads) by protocol.",
+		}, []string{"protocol"}),
+		Errors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_cache_protocol_errors_total",
+			Help: "Connections closed for malformed input, by protocol and reason.",
+		}, []string{"protocol", "reason"}),
+	}
+	reg.MustRegister(&tierCollector{mem: mem})
+	return m
+}
+
+var (
+	hitsDesc      = prometheus.NewDesc("warmpath_cache_hits_total", "Lookups served from a tier.", []string{"tier"}, nil)
+	missesDesc    = prometheus.NewDesc("warmpath_cache_misses_total", "Lookups a tier could not serve.", []string{"tier"}, nil)
+	bytesDesc     = prometheus.NewDesc("warmpath_cache_stored_bytes", "Bytes resident in a tier, per-entry overhead included.", []string{"tier"}, nil)
+	capacityDesc  = prometheus.NewDesc("warmpath_cache_capacity_bytes", "A tier's configured capacity.", []string{"tier"}, nil)
+	objectsDesc   = prometheus.NewDesc("warmpath_cache_objects", "Objects resident in a tier.", []string{"tier"}, nil)
+	evictionsDesc = prometheus.NewDesc("warmpath_cache_evictions_total", "Objects evicted from a tier for space.", []string{"tier"}, nil)
+	rejectedDesc  = prometheus.NewDesc("warmpath_cache_rejected_objects_total", "Objects too large for a tier, not stored.", []string{"tier"}, nil)
+)
+
+type tierCollector struct{ mem *store.Memory }
+
+func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc} {
+		ch <- d
+	}
+}
+
+func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.mem.Stats()
+	ch <- prometheus.MustNewConstMetric(hitsDesc, prometheus.CounterValue, float64(st.Hits), "memory")
+	ch <- prometheus.MustNewConstMetric(missesDesc, prometheus.CounterValue, float64(st.Misses), "memory")
+	ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(st.Bytes), "memory")
+	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(st.Capacity), "memory")
+	ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(st.Objects), "memory")
+	ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), "memory")
+	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), "memory")
+}

@@ -1,0 +1,265 @@
+// Package store is the cache server's memory tier: a byte-bounded,
+// sharded map from key to immutable object with S3-FIFO eviction (Yang et
+// al., SOSP '23), which keeps a working set resident through scans of
+// one-time keys — the pattern of a long document read once by one worker.
+//
+// Capacity counts each object's key, value and a fixed per-entry overhead,
+// so the bound holds for small objects too. Values are never copied on
+// Get: an object is immutable once stored, and a replacement is a new
+// object.
+package store
+
+import (
+	"container/list"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/warmpath/warmpath/libs/lmproto"
+)
+
+// EntryOverhead approximates the bytes one entry costs beyond its key and
+// value (map slot, list element, object header).
+const EntryOverhead = 160
+
+// Object is one stored value and the LMCache metadata that came with it.
+type Object struct {
+	Value []byte
+	Meta  lmproto.Meta
+}
+
+func (o *Object) size(key string) int64 {
+	return int64(len(key) + len(o.Value) + EntryOverhead)
+}
+
+// Stats are the memory tier's counters.
+type Stats struct {
+	Objects, Bytes, Capacity int64
+	Hits, Misses, Evictions  uint64
+	Rejected                 uint64 // objects larger than a shard
+}
+
+// Memory is the memory tier. Safe for concurrent use.
+type Memory struct {
+	shards []*shard
+	// Evicted, when set, receives objects pushed out for space (the disk
+	// tier writes them behind). Called with no lock held.
+	Evicted func(key string, obj *Object)
+
+	hits, misses, evictions, rejected atomic.Uint64
+}
+
+const numShards = 16
+
+// NewMemory returns a memory tier holding at most capacity bytes.
+func NewMemory(capacity int64) *Memory {
+	m := &Memory{shards: make([]*shard, numShards)}
+	for i := range m.shards {
+		m.shards[i] = newShard(capacity / numShards)
+	}
+	return m
+}
+
+func (m *Memory) shard(key string) *shard {
+	return m.shards[xxhash.Sum64String(key)%numShards]
+}
+
+// Get returns the object stored under key. The object must not be
+// modified.
+func (m *Memory) Get(key string) (*Object, bool) {
+	s := m.shard(key)
+	s.mu.Lock()
+	e, ok := s.items[key]
+	if ok && e.freq < 3 {
+		e.freq++
+	}
+	s.mu.Unlock()
+	if !ok {
+		m.misses.Add(1)
+		return nil, false
+	}
+	m.hits.Add(1)
+	return e.obj, true
+}
+
+// Contains reports whether key is stored, without counting a hit.
+func (m *Memory) Contains(key string) bool {
+	s := m.shard(key)
+	s.mu.Lock()
+	_, ok := s.items[key]
+	s.mu.Unlock()
+	return ok
+}
+
+// Put stores obj under key, replacing any object there. It reports false
+// when obj is larger than a shard's capacity and was not stored.
+func (m *Memory) Put(key string, obj *Object) bool {
+	s := m.shard(key)
+	size := obj.size(key)
+	if size > s.capacity {
+		m.rejected.Add(1)
+		return false
+	}
+	s.mu.Lock()
+	evicted := s.put(key, obj, size)
+	s.mu.Unlock()
+	m.evictions.Add(uint64(len(evicted)))
+	if m.Evicted != nil {
+		for _, e := range evicted {
+			m.Evicted(e.key, e.obj)
+		}
+	}
+	return true
+}
+
+// Delete removes key; it reports whether it was stored.
+func (m *Memory) Delete(key string) bool {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.items[key]
+	if ok {
+		s.remove(e)
+	}
+	return ok
+}
+
+// Stats returns the current counters.
+func (m *Memory) Stats() Stats {
+	st := Stats{Hits: m.hits.Load(), Misses: m.misses.Load(), Evictions: m.evictions.Load(), Rejected: m.rejected.Load()}
+	for _, s := range m.shards {
+		s.mu.Lock()
+		st.Objects += int64(len(s.items))
+		st.Bytes += s.bytes
+		st.Capacity += s.capacity
+		s.mu.Unlock()
+	}
+	return st
+}
+
+// entry is one resident object, in either the small or the main queue.
+type entry struct {
+	key  string
+	obj  *Object
+	size int64
+	freq uint8 // 0..3, bumped on hits
+	main bool
+	elem *list.Element
+}
+
+// shard is one lock's worth of the tier: S3-FIFO's small and main FIFO
+// queues (new objects enter small; objects hit while there graduate to
+// main; one-hit wonders leave from small) and the ghost queue of keys
+// recently evicted from small (a returning ghost goes straight to main).
+type shard struct {
+	mu          sync.Mutex
+	capacity    int64
+	bytes       int64
+	smallBytes  int64
+	items       map[string]*entry
+	small, main *list.List
+	ghost       map[string]*list.Element
+	ghostList   *list.List
+}
+
+func newShard(capacity int64) *shard {
+	return &shard{capacity: capacity, items: map[string]*entry{}, small: list.New(), main: list.New(),
+		ghost: map[string]*list.Element{}, ghostList: list.New()}
+}
+
+// put inserts or replaces key and returns the entries evicted for space.
+func (s *shard) put(key string, obj *Object, size int64) []*entry {
+	if old, ok := s.items[key]; ok {
+		s.remove(old)
+	}
+	e := &entry{key: key, obj: obj, size: size}
+	if g, ok := s.ghost[key]; ok {
+		s.ghostList.Remove(g)
+		delete(s.ghost, key)
+		e.main = true
+		e.elem = s.main.PushFront(e)
+	} else {
+		e.elem = s.small.PushFront(e)
+		s.smallBytes += size
+	}
+	s.items[key] = e
+	s.bytes += size
+	var evicted []*entry
+	for s.bytes > s.capacity {
+		if v := s.evict(); v != nil {
+			evicted = append(evicted, v)
+		}
+	}
+	return evicted
+}
+
+// evict frees space per S3-FIFO: from small while it holds over 10% of the
+// capacity, else from main. It returns the entry that left the tier, or
+// nil when it only moved one between queues.
+func (s *shard) evict() *entry {
+	if s.smallBytes > s.capacity/10 || s.main.Len() == 0 {
+		back := s.small.Back()
+		if back == nil {
+			return s.evictMain()
+		}
+		e := back.Value.(*entry)
+		s.small.Remove(back)
+		s.smallBytes -= e.size
+		if e.freq > 0 {
+			// Hit while in small: worth keeping.
+			e.freq, e.main = 0, true
+			e.elem = s.main.PushFront(e)
+			return nil
+		}
+		s.drop(e)
+		s.addGhost(e.key)
+		return e
+	}
+	return s.evictMain()
+}
+
+func (s *shard) evictMain() *entry {
+	for {
+		back := s.main.Back()
+		if back == nil {
+			return nil
+		}
+		e := back.Value.(*entry)
+		if e.freq > 0 {
+			e.freq--
+			s.main.MoveToFront(back)
+			continue
+		}
+		s.main.Remove(back)
+		s.drop(e)
+		return e
+	}
+}
+
+func (s *shard) drop(e *entry) {
+	delete(s.items, e.key)
+	s.bytes -= e.size
+}
+
+// remove takes e out (a delete or a replacement).
+func (s *shard) remove(e *entry) {
+	if e.main {
+		s.main.Remove(e.elem)
+	} else {
+		s.small.Remove(e.elem)
+		s.smallBytes -= e.size
+	}
+	s.drop(e)
+}
+
+// addGhost remembers a key evicted from small; the ghost queue holds as
+// many keys as main holds objects, at least 64.
+func (s *shard) addGhost(key string) {
+	s.ghost[key] = s.ghostList.PushFront(key)
+	for s.ghostList.Len() > max(s.main.Len(), 64) {
+		back := s.ghostList.Back()
+		s.ghostList.Remove(back)
+		delete(s.ghost, back.Value.(string))
+	}
+}
