@@ -1,0 +1,314 @@
+package resp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+)
+
+// Config tunes a Server.
+type Config struct {
+	Limits
+	// Password, when set, must be given with AUTH before other commands.
+	Password string
+	// IdleTimeout closes a connection with no command for this long (10m).
+	IdleTimeout time.Duration
+	// IOTimeout bounds writing a reply (30s).
+	IOTimeout time.Duration
+}
+
+// Server serves RESP connections.
+type Server struct {
+	cfg     Config
+	mem     *store.Memory
+	metrics *metrics.Metrics
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// New returns a server over mem.
+func New(cfg Config, mem *store.Memory, m *metrics.Metrics, log *slog.Logger) *Server {
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 10 * time.Minute
+	}
+	if cfg.IOTimeout <= 0 {
+		cfg.IOTimeout = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, mem: mem, metrics: m, log: log, conns: map[net.Conn]struct{}{}}
+}
+
+// Serve accepts connections on ln until ctx ends, then closes them all.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.mu.Lock()
+				for c := range s.conns {
+					_ = c.Close()
+				}
+				s.mu.Unlock()
+				s.wg.Wait()
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		s.conns[conn] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(conn)
+			s.mu.Lock()
+			delete(s.conns, conn)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// idleReader re-arms the idle timeout on every read.
+type idleReader struct {
+	conn net.Conn
+	d    time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	_ = r.conn.SetReadDeadline(time.Now().Add(r.d))
+	return r.conn.Read(p)
+}
+
+// session is one connection's state.
+type session struct {
+	s      *Server
+	w      *bufio.Writer
+	authed bool
+	quit   bool
+}
+
+func (s *Server) serveConn(conn net.Conn) {
+	defer conn.Close()
+	br := bufio.NewReaderSize(idleReader{conn, s.cfg.IdleTimeout}, 64<<10)
+	rd := NewReader(br, s.cfg.Limits)
+	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), authed: s.cfg.Password == ""}
+	for !ss.quit {
+		args, err := rd.Next()
+		if err != nil {
+			if errors.Is(err, ErrProtocol) {
+				s.metrics.Errors.WithLabelValues("resp", "malformed").Inc()
+				_, _ = ss.w.WriteString("-ERR Protocol error: " + sanitize(err.Error()) + "\r\n")
+				_ = ss.w.Flush()
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				s.metrics.Errors.WithLabelValues("resp", "io").Inc()
+			}
+			return
+		}
+		ss.handle(args)
+		// Pipelined commands are answered together.
+		if br.Buffered() == 0 || ss.quit {
+			_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
+			if err := ss.w.Flush(); err != nil {
+				s.metrics.Errors.WithLabelValues("resp", "io").Inc()
+				return
+			}
+		}
+	}
+}
+
+func sanitize(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
+
+func (ss *session) simple(s string) { _, _ = ss.w.WriteString("+" + s + "\r\n") }
+func (ss *session) err(s string)    { _, _ = ss.w.WriteString("-" + sanitize(s) + "\r\n") }
+func (ss *session) integer(n int)   { _, _ = ss.w.WriteString(":" + strconv.Itoa(n) + "\r\n") }
+func (ss *session) null()           { _, _ = ss.w.WriteString("$-1\r\n") }
+func (ss *session) array(n int)     { _, _ = ss.w.WriteString("*" + strconv.Itoa(n) + "\r\n") }
+func (ss *session) bulk(b []byte) {
+	_, _ = ss.w.WriteString("$" + strconv.Itoa(len(b)) + "\r\n")
+	_, _ = ss.w.Write(b) // large values bypass the buffer: no copy
+	_, _ = ss.w.WriteString("\r\n")
+}
+
+// handle runs one command.
+func (ss *session) handle(args [][]byte) {
+	s := ss.s
+	start := time.Now()
+	name := strings.ToUpper(string(args[0]))
+	op, result := strings.ToLower(name), "ok"
+	defer func() {
+		if op != "" {
+			s.metrics.Requests.WithLabelValues("resp", op, result).Inc()
+			s.metrics.Duration.WithLabelValues("resp", op).Observe(time.Since(start).Seconds())
+		}
+	}()
+	arity := func(min int) bool {
+		if len(args) < min {
+			ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
+			result = "error"
+			return false
+		}
+		return true
+	}
+	if !ss.authed && name != "AUTH" && name != "HELLO" && name != "QUIT" {
+		ss.err("NOAUTH Authentication required.")
+		result = "error"
+		return
+	}
+	switch name {
+	case "GET":
+		if !arity(2) {
+			return
+		}
+		if obj, ok := s.mem.Get(string(args[1])); ok {
+			ss.bulk(obj.Value)
+			s.metrics.BytesOut.WithLabelValues("resp").Add(float64(len(obj.Value)))
+			result = "hit"
+		} else {
+			ss.null()
+			result = "miss"
+		}
+	case "SET":
+		if !arity(3) {
+			return
+		}
+		if len(args) > 3 {
+			ss.err("ERR SET options are not supported")
+			result = "error"
+			return
+		}
+		if !s.mem.Put(string(args[1]), &store.Object{Value: args[2]}) {
+			ss.err("ERR value larger than a memory shard")
+			result = "error"
+			return
+		}
+		s.metrics.BytesIn.WithLabelValues("resp").Add(float64(len(args[2])))
+		ss.simple("OK")
+	case "MGET":
+		if !arity(2) {
+			return
+		}
+		ss.array(len(args) - 1)
+		for _, k := range args[1:] {
+			if obj, ok := s.mem.Get(string(k)); ok {
+				ss.bulk(obj.Value)
+				s.metrics.BytesOut.WithLabelValues("resp").Add(float64(len(obj.Value)))
+			} else {
+				ss.null()
+			}
+		}
+	case "EXISTS":
+		if !arity(2) {
+			return
+		}
+		n := 0
+		for _, k := range args[1:] {
+			if s.mem.Contains(string(k)) {
+				n++
+			}
+		}
+		ss.integer(n)
+	case "DEL", "UNLINK":
+		if !arity(2) {
+			return
+		}
+		op = "delete"
+		n := 0
+		for _, k := range args[1:] {
+			if s.mem.Delete(string(k)) {
+				n++
+			}
+		}
+		ss.integer(n)
+	case "PING":
+		if len(args) > 1 {
+			ss.bulk(args[1])
+		} else {
+			ss.simple("PONG")
+		}
+	case "ECHO":
+		if arity(2) {
+			ss.bulk(args[1])
+		}
+	case "AUTH":
+		if !arity(2) {
+			return
+		}
+		pass := args[len(args)-1] // AUTH [user] password
+		switch {
+		case s.cfg.Password == "":
+			ss.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+			result = "error"
+		case subtle.ConstantTimeCompare(pass, []byte(s.cfg.Password)) == 1:
+			ss.authed = true
+			ss.simple("OK")
+		default:
+			ss.err("WRONGPASS invalid username-password pair or user is disabled.")
+			result = "error"
+		}
+	case "HELLO":
+		// Clients then stay on RESP2.
+		ss.err("ERR unknown command 'HELLO'")
+		result = "error"
+	case "SELECT":
+		if !arity(2) {
+			return
+		}
+		if string(args[1]) != "0" {
+			ss.err("ERR DB index is out of range")
+			result = "error"
+			return
+		}
+		ss.simple("OK")
+	case "CLIENT":
+		ss.simple("OK") // SETINFO, SETNAME: accepted and ignored
+	case "COMMAND":
+		ss.array(0)
+	case "CONFIG":
+		// redis-benchmark asks for save and appendonly on start.
+		if len(args) >= 3 && strings.EqualFold(string(args[1]), "GET") {
+			key := strings.ToLower(string(args[2]))
+			val := map[string]string{"save": "", "appendonly": "no"}[key]
+			if key == "save" || key == "appendonly" {
+				ss.array(2)
+				ss.bulk([]byte(key))
+				ss.bulk([]byte(val))
+				return
+			}
+		}
+		ss.array(0)
+	case "INFO":
+		st := s.mem.Stats()
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\nwarmpath_cacheserver:1\r\n# Memory\r\nused_memory:%d\r\nmaxmemory:%d\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", st.Bytes, st.Capacity, st.Objects)
+		ss.bulk(b.Bytes())
+	case "DBSIZE":
+		ss.integer(int(s.mem.Stats().Objects))
+	case "QUIT":
+		ss.simple("OK")
+		ss.quit = true
+	default:
+		op = "" // unknown names are not a label value
+		s.metrics.Requests.WithLabelValues("resp", "unknown", "error").Inc()
+		ss.err(fmt.Sprintf("ERR unknown command '%.64s'", sanitize(string(args[0]))))
+	}
+}
