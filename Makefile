@@ -99,6 +99,10 @@ test-integration: ## testcontainers suites in tests/ (needs Docker)
 	@# the test cache cannot see, so a cached pass could be stale.
 	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(addsuffix /...,$(INTEGRATION_MODULES))
 
+.PHONY: generate
+generate: ## regenerate code and manifests (//go:generate: operator CRD and deepcopy via pinned controller-gen)
+	@$(GO) generate $(addsuffix /...,$(MODULES))
+
 .PHONY: fuzz
 fuzz: ## every Fuzz* target for FUZZTIME (default 10s) each
 	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
