@@ -108,6 +108,32 @@ func modelArg(iec *v1alpha1.InferenceEndpointConfig) string {
 	return iec.Spec.ModelName
 }
 
+// hubModelArgs rewrites "--model <modelVolumeMount.mountPath>" to the Hub
+// id for a huggingface source. Manifests written for the managed offering
+// point vLLM at the mount path, where that offering pre-downloads the
+// model; here vLLM downloads it itself into HF_HOME on that volume.
+func hubModelArgs(iec *v1alpha1.InferenceEndpointConfig, args []string) []string {
+	src, m := iec.Spec.ModelSourceConfig, iec.Spec.Worker.ModelVolumeMount
+	if src.ModelSourceType != v1alpha1.ModelSourceHuggingFace || src.HuggingFaceModel == nil || m == nil {
+		return args
+	}
+	want := path.Clean(path.Join(m.MountPath, src.ModelLocation))
+	for i, a := range args {
+		switch {
+		case a == "--model" && i+1 < len(args) && path.Clean(args[i+1]) == want:
+			args[i+1] = src.HuggingFaceModel.ModelID
+		case a == "--model="+want || a == "--model="+m.MountPath:
+			args[i] = "--model=" + src.HuggingFaceModel.ModelID
+		}
+	}
+	return args
+}
+
+func hubCacheVolume(iec *v1alpha1.InferenceEndpointConfig) bool {
+	src := iec.Spec.ModelSourceConfig
+	return src.ModelSourceType == v1alpha1.ModelSourceHuggingFace && iec.Spec.Worker.ModelVolumeMount != nil
+}
+
 func hasFlag(args []string, flag string) bool {
 	return slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
 }
@@ -126,7 +152,7 @@ func planWorker(iec *v1alpha1.InferenceEndpointConfig, o Options) workerPlan {
 		args = []string{"--model", iec.Spec.ModelName, "--worker-id", "$(POD_NAME)"}
 	} else {
 		p.Image = iec.Spec.Worker.Image
-		args = slices.Clone(iec.Spec.Worker.Args)
+		args = hubModelArgs(iec, slices.Clone(iec.Spec.Worker.Args))
 		if !hasFlag(args, "--model") {
 			args = append(args, "--model", modelArg(iec))
 		}
@@ -161,6 +187,9 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 	if hf := iec.Spec.ModelSourceConfig.HuggingFaceModel; iec.Spec.ModelSourceConfig.ModelSourceType == v1alpha1.ModelSourceHuggingFace &&
 		hf != nil && hf.TokenSecretRef != nil {
 		ours = append(ours, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: hf.TokenSecretRef.DeepCopy()}})
+	}
+	if hubCacheVolume(iec) {
+		ours = append(ours, corev1.EnvVar{Name: "HF_HOME", Value: path.Join(iec.Spec.Worker.ModelVolumeMount.MountPath, ".hf-home")})
 	}
 	kv := iec.Spec.KVCacheSpec
 	switch {
@@ -233,6 +262,11 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		volumes = append(volumes, corev1.Volume{Name: w.ModelVolumeMount.Name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.KubernetesVolume.ClaimName, ReadOnly: ro}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: w.ModelVolumeMount.Name, MountPath: w.ModelVolumeMount.MountPath, ReadOnly: ro})
+	}
+	if hubCacheVolume(iec) {
+		// The Hub download lives as long as the pod.
+		volumes = append(volumes, corev1.Volume{Name: w.ModelVolumeMount.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: w.ModelVolumeMount.Name, MountPath: w.ModelVolumeMount.MountPath})
 	}
 	if cfg := iec.Spec.KVCacheSpec.CacheConfigFile; cfg != "" {
 		volumes = append(volumes, corev1.Volume{Name: "lmcache-config", VolumeSource: corev1.VolumeSource{
