@@ -7,17 +7,17 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
-var (
-	// GroupVersion is the API's group and version.
-	GroupVersion = schema.GroupVersion{Group: "inference.warmpath.io", Version: "v1alpha1"}
+// GroupVersion is the API's group and version.
+var GroupVersion = schema.GroupVersion{Group: "inference.warmpath.io", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the API's types.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
-
-	// AddToScheme adds the API's types to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
-)
+// AddToScheme adds the API's types to a scheme.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &InferenceEndpointConfig{}, &InferenceEndpointConfigList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

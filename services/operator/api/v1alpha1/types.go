@@ -473,7 +473,3 @@ type InferenceEndpointConfigList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []InferenceEndpointConfig `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&InferenceEndpointConfig{}, &InferenceEndpointConfigList{})
-}

@@ -356,9 +356,13 @@ func TestInvalidSpecsRejected(t *testing.T) {
 		{"bad url", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "http://redis:6379"}
 		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheLocalUrl: Invalid value"},
-		{"interval too short", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Metrics.MetricsScrapeIntervalSeconds = ptr.To[int32](2) },
+		{"interval too short", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.Metrics.MetricsScrapeIntervalSeconds = ptr.To[int32](2)
+		},
 			"spec.metrics.metricsScrapeIntervalSeconds: Invalid value: 2: spec.metrics.metricsScrapeIntervalSeconds in body should be greater than or equal to 5"},
-		{"interval too long", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Metrics.MetricsScrapeIntervalSeconds = ptr.To[int32](301) },
+		{"interval too long", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.Metrics.MetricsScrapeIntervalSeconds = ptr.To[int32](301)
+		},
 			"should be less than or equal to 300"},
 		{"negative replicas", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Replicas = ptr.To[int32](-1) },
 			"spec.replicas in body should be greater than or equal to 0"},
@@ -419,7 +423,6 @@ func TestConditionsFollowReadiness(t *testing.T) {
 	status(v1alpha1.StateProgressing, map[string]metav1.ConditionStatus{
 		v1alpha1.ConditionWorkersReady: metav1.ConditionFalse, v1alpha1.ConditionRouterReady: metav1.ConditionFalse,
 		v1alpha1.ConditionCacheReady: metav1.ConditionTrue, v1alpha1.ConditionReady: metav1.ConditionFalse,
-		controller.ConditionServiceMonitor: metav1.ConditionFalse,
 	})
 	setReady(t, c, ns, "c-worker", 1)
 	status(v1alpha1.StateProgressing, map[string]metav1.ConditionStatus{v1alpha1.ConditionWorkersReady: metav1.ConditionFalse})

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -34,6 +35,7 @@ var (
 	suiteOnce sync.Once
 	suite     struct {
 		env    *envtest.Environment
+		cfg    *rest.Config
 		client client.Client
 		cancel context.CancelFunc
 		done   chan error
@@ -104,7 +106,7 @@ func startSuite() error {
 	if err != nil {
 		return err
 	}
-	suite.env = env
+	suite.env, suite.cfg = env, cfg
 	scheme := newScheme()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
