@@ -12,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -470,4 +471,54 @@ func TestSamplesApply(t *testing.T) {
 			get(t, c, ns, iec.Name+"-worker", &appsv1.Deployment{})
 		})
 	}
+}
+
+// TestForeignObjectFailsWithAdvice pre-creates a Deployment with the worker
+// Deployment's name and another selector (immutable): the endpoint reports
+// DeploymentFailed with a message that says what to do, and a Warning event.
+func TestForeignObjectFailsWithAdvice(t *testing.T) {
+	c := cluster(t)
+	ns := namespace(t, c)
+	labels := map[string]string{"app": "mine"}
+	foreign := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "f-worker"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}
+	if err := c.Create(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	iec := minimal(ns, "f")
+	if err := c.Create(context.Background(), iec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "DeploymentFailed with advice", func() error {
+		var cur v1alpha1.InferenceEndpointConfig
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady)
+		if cur.Status.State != v1alpha1.StateFailed || cond == nil || cond.Reason != "ReconcileError" ||
+			!strings.Contains(cond.Message, "Deployment f-worker already exists and was not created by this endpoint") {
+			return fmt.Errorf("state %q, Ready %+v", cur.Status.State, cond)
+		}
+		return nil
+	})
+	eventually(t, "Warning event", func() error {
+		var evs eventsv1.EventList
+		if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "f" && e.Type == corev1.EventTypeWarning && e.Reason == "ReconcileError" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no ReconcileError event among %d", len(evs.Items))
+	})
 }

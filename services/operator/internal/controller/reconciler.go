@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,9 +198,23 @@ func (r *Reconciler) apply(ctx context.Context, iec *v1alpha1.InferenceEndpointC
 	}
 	u.SetGroupVersionKind(gvk)
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+		return fmt.Errorf("apply %s %s/%s: %w%s", gvk.Kind, obj.GetNamespace(), obj.GetName(), err, r.foreignHint(ctx, iec, gvk, obj))
 	}
 	return nil
+}
+
+// foreignHint explains the usual cause of a failed apply: an object of the
+// same name that this endpoint does not control.
+func (r *Reconciler) foreignHint(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig, gvk schema.GroupVersionKind, obj client.Object) string {
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(gvk)
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+		return ""
+	}
+	if ref := metav1.GetControllerOf(cur); ref != nil && ref.UID == iec.UID {
+		return ""
+	}
+	return fmt.Sprintf("; %s %s already exists and was not created by this endpoint: delete or rename it, or rename the endpoint", gvk.Kind, obj.GetName())
 }
 
 // deleteOwned deletes obj if it exists and iec controls it; objects of the
