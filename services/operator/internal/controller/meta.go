@@ -1,7 +1,14 @@
 package controller
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	labelsel "k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
 )
@@ -44,4 +51,19 @@ func labels(iec *v1alpha1.InferenceEndpointConfig, component string) map[string]
 
 func objectMeta(iec *v1alpha1.InferenceEndpointConfig, name, component string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: iec.Namespace, Labels: labels(iec, component)}
+}
+
+// CacheOptions limit the manager's informers for the child kinds to the
+// objects the operator labelled, so its memory follows the number of
+// endpoints, not the cluster's ConfigMaps, Services and Deployments.
+func CacheOptions() cache.Options {
+	managed := labelsel.SelectorFromSet(labelsel.Set{"app.kubernetes.io/managed-by": FieldOwner})
+	by := map[client.Object]cache.ByObject{}
+	for _, obj := range []client.Object{
+		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.ServiceAccount{},
+		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{},
+	} {
+		by[obj] = cache.ByObject{Label: managed}
+	}
+	return cache.Options{ByObject: by}
 }
