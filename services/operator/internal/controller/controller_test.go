@@ -235,6 +235,7 @@ func TestStrategyChangeTouchesOnlyConfigMap(t *testing.T) {
 		}
 		return nil
 	})
+	eventually(t, "RouterConfigChanged event", func() error { return findEvent(c, ns, "s", "RouterConfigChanged") })
 	for k, obj := range objs {
 		get(t, c, ns, names[k], obj)
 		changed := obj.GetResourceVersion() != versions[k]
@@ -433,6 +434,9 @@ func TestConditionsFollowReadiness(t *testing.T) {
 	})
 	setReady(t, c, ns, "c-router", 1)
 	status(v1alpha1.StateComplete, map[string]metav1.ConditionStatus{v1alpha1.ConditionReady: metav1.ConditionTrue})
+	for _, reason := range []string{"Created", v1alpha1.StateComplete} {
+		eventually(t, reason+" event", func() error { return findEvent(c, ns, "c", reason) })
+	}
 
 	var cur v1alpha1.InferenceEndpointConfig
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
@@ -509,16 +513,20 @@ func TestForeignObjectFailsWithAdvice(t *testing.T) {
 		}
 		return nil
 	})
-	eventually(t, "Warning event", func() error {
-		var evs eventsv1.EventList
-		if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
-			return err
+	eventually(t, "Warning event", func() error { return findEvent(c, ns, "f", "ReconcileError") })
+}
+
+// findEvent reports whether an event with reason was recorded about the
+// endpoint name.
+func findEvent(c client.Client, ns, name, reason string) error {
+	var evs eventsv1.EventList
+	if err := c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range evs.Items {
+		if e.Regarding.Name == name && e.Reason == reason {
+			return nil
 		}
-		for _, e := range evs.Items {
-			if e.Regarding.Name == "f" && e.Type == corev1.EventTypeWarning && e.Reason == "ReconcileError" {
-				return nil
-			}
-		}
-		return fmt.Errorf("no ReconcileError event among %d", len(evs.Items))
-	})
+	}
+	return fmt.Errorf("no %s event about %s among %d", reason, name, len(evs.Items))
 }

@@ -110,10 +110,23 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 	} else {
 		unwanted = append(unwanted, router...)
 	}
+	// Read what the router and workers run now (from the cache) to tell
+	// users, by events, when this reconcile changes them.
+	var oldRouterCfg corev1.ConfigMap
+	routerCfgErr := r.Client.Get(ctx, client.ObjectKey{Namespace: iec.Namespace, Name: routerName(iec)}, &oldRouterCfg)
+	workersErr := r.Client.Get(ctx, client.ObjectKey{Namespace: iec.Namespace, Name: workerName(iec)}, &appsv1.Deployment{})
 	for _, obj := range desired {
 		if err := r.apply(ctx, iec, obj); err != nil {
 			return metav1.Condition{}, err
 		}
+	}
+	if apierrors.IsNotFound(workersErr) {
+		r.Recorder.Eventf(iec, nil, corev1.EventTypeNormal, "Created", "Create", "created workers %s (%d replicas), routing enabled: %v",
+			workerName(iec), int32Or(iec.Spec.Replicas, 1), routingEnabled(iec))
+	}
+	if routingEnabled(iec) && routerCfgErr == nil && oldRouterCfg.Data[RouterConfigKey] != routerConfigYAML(iec) {
+		r.Recorder.Eventf(iec, nil, corev1.EventTypeNormal, "RouterConfigChanged", "Update",
+			"routing configuration updated (strategy %s); the router reloads it without a restart", iec.Spec.IntelligentRoutingSpec.RoutingStrategy)
 	}
 	monitorCond, err := r.applyMonitors(ctx, iec, &unwanted)
 	if err != nil {
