@@ -4,6 +4,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,13 +23,13 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "operator:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	metricsAddr := fs.String("metrics-bind-address", ":8080", "address of the /metrics endpoint (0 disables it)")
 	probeAddr := fs.String("health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -92,5 +93,5 @@ func run(args []string) error {
 		return err
 	}
 	log.Info("operator starting", "routerImage", o.RouterImage, "simulatorImage", o.SimulatorImage, "leaderElection", *leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
 }
