@@ -148,6 +148,8 @@ type KubernetesVolume struct {
 }
 
 // KVCacheSpec configures LMCache inside each worker.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.enableL2Cache) || !self.enableL2Cache || has(self.l2CacheSpec) || (has(self.cacheConfigFile) && size(self.cacheConfigFile) > 0)",message="enableL2Cache needs l2CacheSpec.l2CacheBackend (tieredstorage or redis)"
 type KVCacheSpec struct {
 	// EnableL1Cache keeps KV in CPU RAM (LMCache local_cpu).
 	// +kubebuilder:default=true

@@ -355,6 +355,8 @@ func TestInvalidSpecsRejected(t *testing.T) {
 		{"redis without url", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "Redis"}
 		}, "l2CacheLocalUrl is required when l2CacheBackend is redis"},
+		{"l2 without backend", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.KVCacheSpec.EnableL2Cache = ptr.To(true) },
+			"enableL2Cache needs l2CacheSpec.l2CacheBackend"},
 		{"bad url", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "http://redis:6379"}
 		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheLocalUrl: Invalid value"},
