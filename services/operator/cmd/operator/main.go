@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.RouterImage, "router-image", "warmpath/router:dev", "router image for endpoints with intelligent routing")
 	fs.StringVar(&o.SimulatorImage, "simulator-image", "warmpath/vllm-sim:dev", "vllm-sim image for simulated endpoints")
 	fs.IntVar(&o.CacheServerPort, "cache-server-port", 65432, "host port of the node-local tiered-storage cache server (lm://)")
+	fs.StringVar(&o.CacheServerDaemonSet, "cache-server-daemonset", "", "namespace/name of the tiered-storage cache server DaemonSet; CacheReady follows it when set")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -82,7 +83,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
-	r := &controller.Reconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("warmpath-operator"), Options: o}
+	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("warmpath-operator"), Options: o}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}

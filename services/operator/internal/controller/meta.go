@@ -34,6 +34,10 @@ type Options struct {
 	// CacheServerPort is the node-local tiered-storage cache server's
 	// host port (lm:// protocol).
 	CacheServerPort int
+	// CacheServerDaemonSet, "namespace/name", is the tiered-storage cache
+	// server's DaemonSet; when set, CacheReady for tieredstorage endpoints
+	// follows its readiness. Empty: the wiring alone is reported.
+	CacheServerDaemonSet string
 }
 
 // selectorLabels are the immutable labels a Deployment selects its pods by.

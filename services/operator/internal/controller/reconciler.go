@@ -34,10 +34,13 @@ const ConditionServiceMonitor = "ServiceMonitorReady"
 
 // Reconciler turns an InferenceEndpointConfig into its children.
 type Reconciler struct {
-	Client   client.Client
-	Scheme   *runtime.Scheme
-	Recorder recorder.EventRecorder
-	Options  Options
+	Client client.Client
+	// APIReader reads objects the operator does not cache (the cache
+	// server's DaemonSet). Nil means Client.
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  recorder.EventRecorder
+	Options   Options
 }
 
 // +kubebuilder:rbac:groups=inference.warmpath.io,resources=inferenceendpointconfigs,verbs=get;list;watch;update;patch
@@ -46,6 +49,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;configmaps;serviceaccounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -92,7 +96,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.writeStatus(ctx, &iec, before); err != nil {
 		return ctrl.Result{}, err
 	}
-	// ServiceMonitor's CRD may be installed later; look again now and then.
+	// The cache server's DaemonSet is not watched: while it is not ready,
+	// look again soon. ServiceMonitor's CRD may be installed later; look
+	// again now and then.
+	if meta.IsStatusConditionFalse(iec.Status.Conditions, v1alpha1.ConditionCacheReady) {
+		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	}
 	return ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
 }
 

@@ -65,7 +65,7 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	}
 	meta.SetStatusCondition(&st.Conditions, rc)
 
-	meta.SetStatusCondition(&st.Conditions, r.cacheCondition(iec))
+	meta.SetStatusCondition(&st.Conditions, r.cacheCondition(ctx, iec))
 	meta.SetStatusCondition(&st.Conditions, monitorCond)
 
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, Status: metav1.ConditionTrue, Reason: "EndpointReady"}
@@ -118,7 +118,7 @@ func deploymentFailure(d *appsv1.Deployment) string {
 // cacheCondition reports the cache wiring. The operator configures the
 // workers' LMCache; whether the L2 answers shows in the workers' readiness
 // and LMCache metrics, which the operator does not probe.
-func (r *Reconciler) cacheCondition(iec *v1alpha1.InferenceEndpointConfig) metav1.Condition {
+func (r *Reconciler) cacheCondition(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionCacheReady, ObservedGeneration: iec.Generation, Status: metav1.ConditionTrue}
 	kv := iec.Spec.KVCacheSpec
 	switch backend := l2Backend(iec); {
@@ -135,8 +135,38 @@ func (r *Reconciler) cacheCondition(iec *v1alpha1.InferenceEndpointConfig) metav
 	default:
 		c.Reason = "TieredStorageL2"
 		c.Message = fmt.Sprintf("LMCache L2 in the node-local cache server (host port %d on each worker's node; deployed by the warmpath chart's cacheserver DaemonSet)", r.Options.CacheServerPort)
+		if r.Options.CacheServerDaemonSet != "" {
+			r.cacheServerReady(ctx, &c)
+		}
 	}
 	return c
+}
+
+// cacheServerReady checks the tiered-storage cache server's DaemonSet:
+// workers on a node without a ready cache server miss on every L2 lookup.
+func (r *Reconciler) cacheServerReady(ctx context.Context, c *metav1.Condition) {
+	ns, name, ok := strings.Cut(r.Options.CacheServerDaemonSet, "/")
+	if !ok {
+		ns, name = "", r.Options.CacheServerDaemonSet
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var ds appsv1.DaemonSet
+	err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds)
+	switch {
+	case err != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, "CacheServerMissing"
+		c.Message = fmt.Sprintf("cannot read the cache server DaemonSet %s (%v); install the warmpath chart with its cacheserver, "+
+			"or use l2CacheBackend redis", r.Options.CacheServerDaemonSet, err)
+	case ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberReady < ds.Status.DesiredNumberScheduled:
+		c.Status, c.Reason = metav1.ConditionFalse, "CacheServerNotReady"
+		c.Message = fmt.Sprintf("cache server DaemonSet %s has %d/%d pods ready; see `kubectl -n %s describe daemonset %s`",
+			r.Options.CacheServerDaemonSet, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled, ns, name)
+	default:
+		c.Message += fmt.Sprintf("; %d/%d cache server pods ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	}
 }
 
 func (r *Reconciler) setFailed(iec *v1alpha1.InferenceEndpointConfig, err error) {

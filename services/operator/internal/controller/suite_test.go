@@ -48,6 +48,9 @@ var testOptions = controller.Options{
 	RouterImage:     "warmpath/router:test",
 	SimulatorImage:  "warmpath/vllm-sim:test",
 	CacheServerPort: 65432,
+	// TestCacheServerReadiness creates it; other tests' tieredstorage
+	// endpoints see it missing, which they do not check.
+	CacheServerDaemonSet: "cache/cacheserver",
 }
 
 func TestMain(m *testing.M) {
