@@ -120,7 +120,7 @@ func startSuite() error {
 	if err != nil {
 		return err
 	}
-	r := &controller.Reconciler{Client: mgr.GetClient(), Scheme: scheme, Recorder: mgr.GetEventRecorder("warmpath-operator"), Options: testOptions}
+	r := &controller.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: scheme, Recorder: mgr.GetEventRecorder("warmpath-operator"), Options: testOptions}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
