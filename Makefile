@@ -105,6 +105,10 @@ test-integration: ## testcontainers suites in tests/ (needs Docker)
 golden: ## rewrite the chart's golden manifests (tests/chart/testdata) after an intended change
 	$(GO) test ./tests/chart -run TestRenderGolden -update
 
+.PHONY: generate
+generate: ## regenerate code and manifests (//go:generate: operator CRD and deepcopy via pinned controller-gen)
+	@$(GO) generate $(addsuffix /...,$(MODULES))
+
 .PHONY: fuzz
 fuzz: ## every Fuzz* target for FUZZTIME (default 10s) each
 	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

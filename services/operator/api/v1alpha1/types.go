@@ -1,0 +1,477 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Model source types.
+const (
+	ModelSourceHuggingFace      = "huggingface"
+	ModelSourceKubernetesVolume = "kubernetesVolume"
+)
+
+// L2 cache backends. The API accepts them in any letter case, as the
+// managed offering does; compare with strings.EqualFold.
+const (
+	L2BackendTieredStorage = "tieredstorage"
+	L2BackendRedis         = "redis"
+)
+
+// Routing strategies.
+const (
+	StrategyPrefixAware = "prefixaware"
+	StrategyKVAware     = "kvaware"
+	StrategySession     = "session"
+	StrategyRoundRobin  = "roundrobin"
+)
+
+// SimulateAnnotation set to "true" runs vllm-sim in place of vLLM, like
+// spec.simulate, so a manifest written for GPUs can be tried on a CPU-only
+// cluster without editing its spec.
+const SimulateAnnotation = "inference.warmpath.io/simulate"
+
+// InferenceEndpointConfigSpec is the desired endpoint: a model served by
+// vLLM+LMCache workers, optionally behind the warmpath router.
+//
+// +kubebuilder:validation:XValidation:rule="self.modelSourceConfig.modelSourceType != 'kubernetesVolume' || has(self.worker.modelVolumeMount)",message="modelSourceConfig.modelSourceType kubernetesVolume needs worker.modelVolumeMount (where the volume is mounted in the worker)"
+type InferenceEndpointConfigSpec struct {
+	// ModelName is the name clients send as "model".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ModelName string `json:"modelName"`
+
+	// Replicas is the number of workers.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// InvocationEndpoint is the OpenAI path clients call, relative to the
+	// endpoint URL. Every strategy, kvaware included, serves both
+	// completions and chat completions.
+	// +kubebuilder:default="v1/chat/completions"
+	// +kubebuilder:validation:Pattern=`^/?[A-Za-z0-9._~/-]+$`
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	InvocationEndpoint string `json:"invocationEndpoint,omitempty"`
+
+	// ModelSourceConfig says where the weights come from.
+	ModelSourceConfig ModelSourceConfig `json:"modelSourceConfig"`
+
+	// KVCacheSpec configures LMCache (L1 CPU RAM, L2 remote).
+	// +kubebuilder:default={}
+	// +optional
+	KVCacheSpec KVCacheSpec `json:"kvCacheSpec,omitzero"`
+
+	// IntelligentRoutingSpec puts the warmpath router in front of the
+	// workers. Both fields may change at any time.
+	// +kubebuilder:default={}
+	// +optional
+	IntelligentRoutingSpec IntelligentRoutingSpec `json:"intelligentRoutingSpec,omitzero"`
+
+	// Metrics configures scraping of workers and router.
+	// +kubebuilder:default={}
+	// +optional
+	Metrics MetricsSpec `json:"metrics,omitzero"`
+
+	// LoadBalancer configures health checking of workers.
+	// +kubebuilder:default={}
+	// +optional
+	LoadBalancer LoadBalancerSpec `json:"loadBalancer,omitzero"`
+
+	// Worker is the vLLM container.
+	Worker WorkerSpec `json:"worker"`
+
+	// Simulate runs vllm-sim (the operator's --simulator-image) in place of
+	// the worker image, for CPU-only clusters. The annotation
+	// inference.warmpath.io/simulate: "true" does the same.
+	// +optional
+	Simulate bool `json:"simulate,omitempty"`
+}
+
+// ModelSourceConfig is the model's origin.
+//
+// +kubebuilder:validation:XValidation:rule="self.modelSourceType != 'huggingface' || has(self.huggingFaceModel)",message="modelSourceType huggingface needs huggingFaceModel.modelId"
+// +kubebuilder:validation:XValidation:rule="self.modelSourceType != 'kubernetesVolume' || has(self.kubernetesVolume)",message="modelSourceType kubernetesVolume needs kubernetesVolume.claimName"
+type ModelSourceConfig struct {
+	// ModelSourceType is huggingface or kubernetesVolume (the managed
+	// offering's fsx and s3 are cloud-specific).
+	// +kubebuilder:validation:Enum=huggingface;kubernetesVolume
+	ModelSourceType string `json:"modelSourceType"`
+
+	// HuggingFaceModel is the Hub model, for modelSourceType huggingface.
+	// +optional
+	HuggingFaceModel *HuggingFaceModel `json:"huggingFaceModel,omitempty"`
+
+	// KubernetesVolume is a PersistentVolumeClaim holding the weights, for
+	// modelSourceType kubernetesVolume. It is mounted at
+	// worker.modelVolumeMount.
+	// +optional
+	KubernetesVolume *KubernetesVolume `json:"kubernetesVolume,omitempty"`
+
+	// ModelLocation is the path of the model inside the source.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	ModelLocation string `json:"modelLocation,omitempty"`
+
+	// PrefetchEnabled is accepted for compatibility; the weights are read
+	// by vLLM at start-up either way.
+	// +optional
+	PrefetchEnabled bool `json:"prefetchEnabled,omitempty"`
+}
+
+// HuggingFaceModel is a Hugging Face Hub model.
+type HuggingFaceModel struct {
+	// ModelID is the Hub id, e.g. meta-llama/Llama-3.1-8B-Instruct.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	ModelID string `json:"modelId"`
+
+	// TokenSecretRef is the Secret key holding the Hub token; it is passed
+	// to the worker as HF_TOKEN.
+	// +optional
+	TokenSecretRef *corev1.SecretKeySelector `json:"tokenSecretRef,omitempty"`
+}
+
+// KubernetesVolume is a PersistentVolumeClaim with the model's weights.
+type KubernetesVolume struct {
+	// ClaimName names a PersistentVolumeClaim in the resource's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName"`
+
+	// ReadOnly mounts the claim read-only (the default).
+	// +kubebuilder:default=true
+	// +optional
+	ReadOnly *bool `json:"readOnly,omitempty"`
+}
+
+// KVCacheSpec configures LMCache inside each worker.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.enableL2Cache) || !self.enableL2Cache || has(self.l2CacheSpec) || (has(self.cacheConfigFile) && size(self.cacheConfigFile) > 0)",message="enableL2Cache needs l2CacheSpec.l2CacheBackend (tieredstorage or redis)"
+type KVCacheSpec struct {
+	// EnableL1Cache keeps KV in CPU RAM (LMCache local_cpu).
+	// +kubebuilder:default=true
+	// +optional
+	EnableL1Cache *bool `json:"enableL1Cache,omitempty"`
+
+	// EnableL2Cache stores KV in a remote L2 shared by the workers.
+	// +kubebuilder:default=false
+	// +optional
+	EnableL2Cache *bool `json:"enableL2Cache,omitempty"`
+
+	// CacheConfigFile is a raw LMCache YAML configuration. When set it
+	// replaces every LMCache setting the operator would derive.
+	// +kubebuilder:validation:MaxLength=65536
+	// +optional
+	CacheConfigFile string `json:"cacheConfigFile,omitempty"`
+
+	// L2CacheSpec selects the L2 backend.
+	// +optional
+	L2CacheSpec *L2CacheSpec `json:"l2CacheSpec,omitempty"`
+
+	// L1CacheSizeGB is the L1 size per worker in GB (LMCache
+	// max_local_cpu_size). A warmpath addition.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4096
+	// +optional
+	L1CacheSizeGB *int32 `json:"l1CacheSizeGB,omitempty"`
+
+	// ChunkSize is the tokens per stored chunk (LMCache chunk_size). A
+	// warmpath addition.
+	// +kubebuilder:default=256
+	// +kubebuilder:validation:Minimum=16
+	// +kubebuilder:validation:Maximum=8192
+	// +optional
+	ChunkSize *int32 `json:"chunkSize,omitempty"`
+
+	// RemoteSerde is the L2 value encoding (LMCache remote_serde). A
+	// warmpath addition.
+	// +kubebuilder:default=naive
+	// +kubebuilder:validation:Enum=naive;cachegen
+	// +optional
+	RemoteSerde string `json:"remoteSerde,omitempty"`
+}
+
+// L2CacheSpec is the remote KV cache shared by the workers.
+//
+// +kubebuilder:validation:XValidation:rule="self.l2CacheBackend.lowerAscii() != 'redis' || has(self.l2CacheLocalUrl)",message="l2CacheLocalUrl is required when l2CacheBackend is redis, e.g. redis://redis.default.svc:6379"
+type L2CacheSpec struct {
+	// L2CacheBackend is tieredstorage (the warmpath cache server on each
+	// node) or redis, in any letter case.
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.lowerAscii() in ['tieredstorage', 'redis']",message="l2CacheBackend must be tieredstorage or redis"
+	L2CacheBackend string `json:"l2CacheBackend"`
+
+	// L2CacheLocalUrl is the L2 address. Required for redis
+	// (redis://, rediss://, redis-sentinel://, redis-cluster://, valkey://);
+	// for tieredstorage it overrides the node-local cache server
+	// (lm://host:port).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^(redis|rediss|redis-sentinel|redis-cluster|valkey|resp|lm)://[^\s/?#]+(/[^\s]*)?$`
+	// +optional
+	L2CacheLocalUrl string `json:"l2CacheLocalUrl,omitempty"`
+}
+
+// IntelligentRoutingSpec configures the router.
+type IntelligentRoutingSpec struct {
+	// Enabled puts the router in front of the workers.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// RoutingStrategy is the router's strategy; changing it reconfigures
+	// the running router without a restart.
+	// +kubebuilder:default=prefixaware
+	// +kubebuilder:validation:Enum=prefixaware;kvaware;session;roundrobin
+	// +optional
+	RoutingStrategy string `json:"routingStrategy,omitempty"`
+
+	// SessionHeaders are the request headers the session strategy keys
+	// on, in order. A warmpath addition; empty means the router's default.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	SessionHeaders []string `json:"sessionHeaders,omitempty"`
+
+	// RouterReplicas is the number of router pods. A warmpath addition.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RouterReplicas *int32 `json:"routerReplicas,omitempty"`
+}
+
+// MetricsSpec configures metrics collection.
+type MetricsSpec struct {
+	// Enabled creates ServiceMonitors when the Prometheus Operator is
+	// installed.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// MetricsScrapeIntervalSeconds is the scrape interval.
+	// +kubebuilder:default=15
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=300
+	// +optional
+	MetricsScrapeIntervalSeconds *int32 `json:"metricsScrapeIntervalSeconds,omitempty"`
+
+	// ModelMetrics is where the workers expose metrics.
+	// +kubebuilder:default={}
+	// +optional
+	ModelMetrics ModelMetrics `json:"modelMetrics,omitzero"`
+}
+
+// ModelMetrics is the workers' metrics endpoint.
+type ModelMetrics struct {
+	// Path of the metrics endpoint.
+	// +kubebuilder:default="/metrics"
+	// +kubebuilder:validation:Pattern=`^/[^\s]*$`
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Port of the metrics endpoint.
+	// +kubebuilder:default=8000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+}
+
+// LoadBalancerSpec configures worker health checks.
+type LoadBalancerSpec struct {
+	// HealthCheckPath is the workers' health endpoint, used for the
+	// default readiness and liveness probes.
+	// +kubebuilder:default="/health"
+	// +kubebuilder:validation:Pattern=`^/[^\s]*$`
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	HealthCheckPath string `json:"healthCheckPath,omitempty"`
+}
+
+// WorkerSpec is the vLLM worker container.
+type WorkerSpec struct {
+	// Image is the vLLM+LMCache image, e.g. lmcache/vllm-openai:<tag>.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// Args are the vLLM arguments; the operator appends its caching,
+	// events and port flags.
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Command replaces the image's entrypoint.
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// EnvironmentVariables are added to the worker; the operator's LMCache
+	// variables take precedence over variables of the same name.
+	// +optional
+	EnvironmentVariables []corev1.EnvVar `json:"environmentVariables,omitempty"`
+
+	// Resources of the worker container (GPUs, CPU, memory).
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitzero"`
+
+	// ModelInvocationPort is the port vLLM serves on.
+	// +kubebuilder:default={}
+	// +optional
+	ModelInvocationPort ModelInvocationPort `json:"modelInvocationPort,omitzero"`
+
+	// ModelVolumeMount is where the model volume is mounted.
+	// +optional
+	ModelVolumeMount *ModelVolumeMount `json:"modelVolumeMount,omitempty"`
+
+	// Volumes are extra pod volumes. A warmpath addition.
+	// +optional
+	Volumes []corev1.Volume `json:"volumes,omitempty"`
+
+	// VolumeMounts are extra container mounts. A warmpath addition.
+	// +optional
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+
+	// Probes replace the default HTTP probes on healthCheckPath.
+	// +optional
+	Probes Probes `json:"probes,omitzero"`
+
+	// RequestLimits bound the requests the router admits.
+	// +optional
+	RequestLimits *RequestLimits `json:"requestLimits,omitempty"`
+}
+
+// ModelInvocationPort is the worker's serving port.
+type ModelInvocationPort struct {
+	// ContainerPort is the port number.
+	// +kubebuilder:default=8000
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	ContainerPort int32 `json:"containerPort,omitempty"`
+
+	// Name is the port name.
+	// +kubebuilder:default=http
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$`
+	// +optional
+	Name string `json:"name,omitempty"`
+}
+
+// ModelVolumeMount is the model volume's mount in the worker.
+type ModelVolumeMount struct {
+	// Name of the volume.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// MountPath in the worker container.
+	// +kubebuilder:validation:Pattern=`^/`
+	// +kubebuilder:validation:MaxLength=1024
+	MountPath string `json:"mountPath"`
+}
+
+// Probes replace the operator's default worker probes.
+type Probes struct {
+	// +optional
+	Liveness *corev1.Probe `json:"liveness,omitempty"`
+	// +optional
+	Readiness *corev1.Probe `json:"readiness,omitempty"`
+	// +optional
+	Startup *corev1.Probe `json:"startup,omitempty"`
+}
+
+// RequestLimits bound the requests the router admits.
+type RequestLimits struct {
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxConcurrentRequests int32 `json:"maxConcurrentRequests,omitempty"`
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxQueueSize int32 `json:"maxQueueSize,omitempty"`
+	// +kubebuilder:validation:Enum=429;503
+	// +optional
+	OverflowStatusCode int32 `json:"overflowStatusCode,omitempty"`
+}
+
+// Endpoint states.
+const (
+	StatePending     = "DeploymentPending"
+	StateProgressing = "DeploymentInProgress"
+	StateComplete    = "DeploymentComplete"
+	StateFailed      = "DeploymentFailed"
+)
+
+// Condition types.
+const (
+	ConditionWorkersReady = "WorkersReady"
+	ConditionRouterReady  = "RouterReady"
+	ConditionCacheReady   = "CacheReady"
+	ConditionReady        = "Ready"
+)
+
+// InferenceEndpointConfigStatus is the observed state.
+type InferenceEndpointConfigStatus struct {
+	// State summarises the conditions.
+	// +optional
+	State string `json:"state,omitempty"`
+
+	// Conditions: WorkersReady, RouterReady, CacheReady, Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// URL is the in-cluster base URL to send requests to.
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Endpoints lists the full invocation URL, as the managed offering
+	// reports it.
+	// +optional
+	Endpoints []string `json:"endpoints,omitempty"`
+
+	// ReadyWorkers is the number of ready worker pods.
+	// +optional
+	ReadyWorkers int32 `json:"readyWorkers"`
+
+	// DesiredWorkers is spec.replicas as last reconciled.
+	// +optional
+	DesiredWorkers int32 `json:"desiredWorkers"`
+
+	// Workers is "ready/desired", for kubectl.
+	// +optional
+	Workers string `json:"workers,omitempty"`
+}
+
+// InferenceEndpointConfig is a model served by vLLM+LMCache workers with
+// tiered KV caching, optionally behind the cache-aware warmpath router.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=iec;iecs,categories=warmpath
+// +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.intelligentRoutingSpec.routingStrategy`
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="ready/desired workers"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type InferenceEndpointConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InferenceEndpointConfigSpec   `json:"spec"`
+	Status InferenceEndpointConfigStatus `json:"status,omitempty"`
+}
+
+// InferenceEndpointConfigList is a list of InferenceEndpointConfig.
+//
+// +kubebuilder:object:root=true
+type InferenceEndpointConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InferenceEndpointConfig `json:"items"`
+}

@@ -1,0 +1,73 @@
+package controller
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	labelsel "k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+)
+
+// FieldOwner is the operator's server-side apply field manager.
+const FieldOwner = "warmpath-operator"
+
+// EndpointLabel names the InferenceEndpointConfig a child belongs to.
+const EndpointLabel = "inference.warmpath.io/endpoint"
+
+const (
+	componentWorker = "worker"
+	componentRouter = "router"
+	componentFront  = "endpoint"
+)
+
+// Options are the operator-wide settings (flags; the chart sets them).
+type Options struct {
+	// RouterImage is the warmpath router image.
+	RouterImage string
+	// SimulatorImage is the vllm-sim image used for simulated endpoints.
+	SimulatorImage string
+	// CacheServerPort is the node-local tiered-storage cache server's
+	// host port (lm:// protocol).
+	CacheServerPort int
+	// CacheServerDaemonSet, "namespace/name", is the tiered-storage cache
+	// server's DaemonSet; when set, CacheReady for tieredstorage endpoints
+	// follows its readiness. Empty: the wiring alone is reported.
+	CacheServerDaemonSet string
+}
+
+// selectorLabels are the immutable labels a Deployment selects its pods by.
+func selectorLabels(iec *v1alpha1.InferenceEndpointConfig, component string) map[string]string {
+	return map[string]string{EndpointLabel: iec.Name, "app.kubernetes.io/component": component}
+}
+
+func labels(iec *v1alpha1.InferenceEndpointConfig, component string) map[string]string {
+	l := selectorLabels(iec, component)
+	l["app.kubernetes.io/name"] = "warmpath"
+	l["app.kubernetes.io/instance"] = iec.Name
+	l["app.kubernetes.io/managed-by"] = FieldOwner
+	return l
+}
+
+func objectMeta(iec *v1alpha1.InferenceEndpointConfig, name, component string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: iec.Namespace, Labels: labels(iec, component)}
+}
+
+// CacheOptions limit the manager's informers for the child kinds to the
+// objects the operator labelled, so its memory follows the number of
+// endpoints, not the cluster's ConfigMaps, Services and Deployments.
+func CacheOptions() cache.Options {
+	managed := labelsel.SelectorFromSet(labelsel.Set{"app.kubernetes.io/managed-by": FieldOwner})
+	by := map[client.Object]cache.ByObject{}
+	for _, obj := range []client.Object{
+		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.ServiceAccount{},
+		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{},
+	} {
+		by[obj] = cache.ByObject{Label: managed}
+	}
+	return cache.Options{ByObject: by}
+}

@@ -1,0 +1,53 @@
+package controller
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+)
+
+// ServiceMonitorGVK is the Prometheus Operator's ServiceMonitor. The
+// operator does not depend on its Go types: it checks at run time whether
+// the CRD is installed and writes unstructured objects.
+var ServiceMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+
+func serviceMonitor(iec *v1alpha1.InferenceEndpointConfig, name, component, port, path string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ServiceMonitorGVK)
+	u.SetName(name)
+	u.SetNamespace(iec.Namespace)
+	u.SetLabels(labels(iec, component))
+	selector := map[string]any{}
+	for k, v := range selectorLabels(iec, component) {
+		selector[k] = v
+	}
+	interval := int32Or(iec.Spec.Metrics.MetricsScrapeIntervalSeconds, 15)
+	u.Object["spec"] = map[string]any{
+		"selector": map[string]any{"matchLabels": selector},
+		"endpoints": []any{map[string]any{
+			"port": port, "path": path, "interval": fmt.Sprintf("%ds", interval),
+		}},
+	}
+	return u
+}
+
+// workerServiceMonitor scrapes the workers through their headless Service.
+func workerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.Unstructured {
+	port, portName := workerPort(iec)
+	if mp := iec.Spec.Metrics.ModelMetrics.Port; mp != 0 && mp != port {
+		portName = "metrics"
+	}
+	path := iec.Spec.Metrics.ModelMetrics.Path
+	if path == "" {
+		path = "/metrics"
+	}
+	return serviceMonitor(iec, workerName(iec), componentWorker, portName, path)
+}
+
+// routerServiceMonitor scrapes the routers through the endpoint Service.
+func routerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.Unstructured {
+	return serviceMonitor(iec, routerName(iec), componentFront, "http", "/metrics")
+}

@@ -1,0 +1,179 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+)
+
+const (
+	routerPort       = 8080
+	routerConfigDir  = "/etc/warmpath/router"
+	routerConfigFile = "config.yaml"
+	// RouterConfigKey is the router ConfigMap's key holding its routing
+	// configuration (services/router/internal/config.File).
+	RouterConfigKey = routerConfigFile
+)
+
+func routerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-router" }
+
+// routerConfig mirrors the part of the router's configuration file
+// (services/router/internal/config.File) the operator sets. The router
+// rejects unknown fields, so only fields it reads appear here.
+type routerConfig struct {
+	Strategy      string               `json:"strategy"`
+	Session       *routerSession       `json:"session,omitempty"`
+	RequestLimits *routerRequestLimits `json:"requestLimits,omitempty"`
+}
+
+type routerSession struct {
+	Headers []string `json:"headers"`
+}
+
+type routerRequestLimits struct {
+	MaxConcurrentRequests int `json:"maxConcurrentRequests"`
+	MaxQueueSize          int `json:"maxQueueSize"`
+	OverflowStatusCode    int `json:"overflowStatusCode,omitempty"`
+}
+
+func routerConfigYAML(iec *v1alpha1.InferenceEndpointConfig) string {
+	rs := iec.Spec.IntelligentRoutingSpec
+	c := routerConfig{Strategy: rs.RoutingStrategy}
+	if c.Strategy == "" {
+		c.Strategy = v1alpha1.StrategyPrefixAware
+	}
+	if len(rs.SessionHeaders) > 0 {
+		c.Session = &routerSession{Headers: rs.SessionHeaders}
+	}
+	if l := iec.Spec.Worker.RequestLimits; l != nil {
+		c.RequestLimits = &routerRequestLimits{
+			MaxConcurrentRequests: int(l.MaxConcurrentRequests), MaxQueueSize: int(l.MaxQueueSize), OverflowStatusCode: int(l.OverflowStatusCode),
+		}
+	}
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		panic(err) // plain strings and ints always marshal
+	}
+	return string(b)
+}
+
+func routerConfigMap(iec *v1alpha1.InferenceEndpointConfig) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: objectMeta(iec, routerName(iec), componentRouter),
+		Data:       map[string]string{RouterConfigKey: routerConfigYAML(iec)},
+	}
+}
+
+// routerArgs are the router's flags (services/router/cmd/router). The
+// ConfigMap is mounted as a directory, which the router watches: a
+// strategy change reaches it without a restart.
+func routerArgs(iec *v1alpha1.InferenceEndpointConfig) []string {
+	_, portName := workerPort(iec)
+	return []string{
+		fmt.Sprintf("--listen=0.0.0.0:%d", routerPort),
+		"--k8s-namespace=" + iec.Namespace,
+		"--k8s-selector=kubernetes.io/service-name=" + WorkerServiceName(iec),
+		"--k8s-port=" + portName,
+		"--config=" + routerConfigDir + "/" + routerConfigFile,
+		"--log-format=json",
+	}
+}
+
+func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.Deployment {
+	httpProbe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTP}},
+			PeriodSeconds: period, TimeoutSeconds: 2, FailureThreshold: 3, SuccessThreshold: 1,
+		}
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: objectMeta(iec, routerName(iec), componentRouter),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32Or(iec.Spec.IntelligentRoutingSpec.RouterReplicas, 1)),
+			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(iec, componentRouter)},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels(iec, componentRouter)},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: routerName(iec),
+					Containers: []corev1.Container{{
+						Name:  "router",
+						Image: o.RouterImage,
+						Args:  routerArgs(iec),
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
+						VolumeMounts: []corev1.VolumeMount{{
+							Name: "config", MountPath: routerConfigDir, ReadOnly: true,
+						}},
+						// /ready is 503 until the router has a healthy
+						// worker, so the Service only sends it traffic it
+						// can serve.
+						ReadinessProbe: httpProbe("/ready", 2),
+						LivenessProbe:  httpProbe("/health", 10),
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: routerName(iec)}},
+					}}},
+				},
+			},
+		},
+	}
+}
+
+// frontService is the endpoint's stable address, <name>: it selects the
+// router when routing is enabled and the workers otherwise, so enabling
+// routing later does not change the URL clients use.
+func frontService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
+	target, component := "http", componentRouter
+	if !routingEnabled(iec) {
+		_, target = workerPort(iec)
+		component = componentWorker
+	}
+	meta := objectMeta(iec, iec.Name, componentFront)
+	return &corev1.Service{
+		ObjectMeta: meta,
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorLabels(iec, component),
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString(target), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+func routerServiceAccount(iec *v1alpha1.InferenceEndpointConfig) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: objectMeta(iec, routerName(iec), componentRouter)}
+}
+
+func routerRole(iec *v1alpha1.InferenceEndpointConfig) *rbacv1.Role {
+	return &rbacv1.Role{
+		ObjectMeta: objectMeta(iec, routerName(iec), componentRouter),
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"},
+		}},
+	}
+}
+
+func routerRoleBinding(iec *v1alpha1.InferenceEndpointConfig) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: objectMeta(iec, routerName(iec), componentRouter),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: routerName(iec)},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: routerName(iec), Namespace: iec.Namespace}},
+	}
+}
+
+// endpointURL is the in-cluster base URL and the full invocation URL.
+func endpointURL(iec *v1alpha1.InferenceEndpointConfig) (string, string) {
+	base := fmt.Sprintf("http://%s.%s.svc", iec.Name, iec.Namespace)
+	ep := strings.TrimPrefix(iec.Spec.InvocationEndpoint, "/")
+	if ep == "" {
+		ep = "v1/chat/completions"
+	}
+	return base, base + "/" + ep
+}

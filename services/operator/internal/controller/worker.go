@@ -1,0 +1,381 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+)
+
+// Fixed worker facts the router and the cache depend on.
+const (
+	// KVEventsPort and KVReplayPort are where workers publish vLLM KV-cache
+	// events (ZMQ PUB) and serve replays, whenever routing is enabled, so
+	// switching to kvaware is a router-only change.
+	KVEventsPort = 5557
+	KVReplayPort = 5558
+	// HashSeed is every worker's PYTHONHASHSEED: vLLM's and LMCache's
+	// block hashes derive from it, and workers sharing an L2 or a router's
+	// index must agree on them.
+	HashSeed = "0"
+
+	lmcacheConfigDir  = "/etc/lmcache"
+	lmcacheConfigFile = "config.yaml"
+	kvConnector       = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`
+)
+
+// workerPlan is the worker container's derived command line and environment,
+// kept separate from the Deployment so the combinations can be compared with
+// golden files.
+type workerPlan struct {
+	Image string
+	Args  []string
+	Env   []corev1.EnvVar
+}
+
+func isTrue(b *bool, def bool) bool {
+	if b == nil {
+		return def
+	}
+	return *b
+}
+
+func int32Or(v *int32, def int32) int32 {
+	if v == nil {
+		return def
+	}
+	return *v
+}
+
+func routingEnabled(iec *v1alpha1.InferenceEndpointConfig) bool {
+	return isTrue(iec.Spec.IntelligentRoutingSpec.Enabled, false)
+}
+
+func simulated(iec *v1alpha1.InferenceEndpointConfig) bool {
+	return iec.Spec.Simulate || iec.Annotations[v1alpha1.SimulateAnnotation] == "true"
+}
+
+func workerPort(iec *v1alpha1.InferenceEndpointConfig) (int32, string) {
+	p := iec.Spec.Worker.ModelInvocationPort
+	port, name := p.ContainerPort, p.Name
+	if port == 0 {
+		port = 8000
+	}
+	if name == "" {
+		name = "http"
+	}
+	return port, name
+}
+
+// l2Backend returns the lower-cased L2 backend, "" when L2 is off.
+func l2Backend(iec *v1alpha1.InferenceEndpointConfig) string {
+	kv := iec.Spec.KVCacheSpec
+	if !isTrue(kv.EnableL2Cache, false) || kv.L2CacheSpec == nil {
+		return ""
+	}
+	return strings.ToLower(kv.L2CacheSpec.L2CacheBackend)
+}
+
+func cachingEnabled(iec *v1alpha1.InferenceEndpointConfig) bool {
+	kv := iec.Spec.KVCacheSpec
+	return kv.CacheConfigFile != "" || isTrue(kv.EnableL1Cache, true) || l2Backend(iec) != ""
+}
+
+// modelArg is what vLLM serves: the Hub id, or the model's path in the
+// mounted volume.
+func modelArg(iec *v1alpha1.InferenceEndpointConfig) string {
+	src := iec.Spec.ModelSourceConfig
+	if src.ModelSourceType == v1alpha1.ModelSourceHuggingFace && src.HuggingFaceModel != nil {
+		return src.HuggingFaceModel.ModelID
+	}
+	if m := iec.Spec.Worker.ModelVolumeMount; m != nil {
+		return path.Join(m.MountPath, src.ModelLocation)
+	}
+	return iec.Spec.ModelName
+}
+
+// hubModelArgs rewrites "--model <modelVolumeMount.mountPath>" to the Hub
+// id for a huggingface source. Manifests written for the managed offering
+// point vLLM at the mount path, where that offering pre-downloads the
+// model; here vLLM downloads it itself into HF_HOME on that volume.
+func hubModelArgs(iec *v1alpha1.InferenceEndpointConfig, args []string) []string {
+	src, m := iec.Spec.ModelSourceConfig, iec.Spec.Worker.ModelVolumeMount
+	if src.ModelSourceType != v1alpha1.ModelSourceHuggingFace || src.HuggingFaceModel == nil || m == nil {
+		return args
+	}
+	want := path.Clean(path.Join(m.MountPath, src.ModelLocation))
+	for i, a := range args {
+		switch {
+		case a == "--model" && i+1 < len(args) && path.Clean(args[i+1]) == want:
+			args[i+1] = src.HuggingFaceModel.ModelID
+		case a == "--model="+want || a == "--model="+m.MountPath:
+			args[i] = "--model=" + src.HuggingFaceModel.ModelID
+		}
+	}
+	return args
+}
+
+func hubCacheVolume(iec *v1alpha1.InferenceEndpointConfig) bool {
+	src := iec.Spec.ModelSourceConfig
+	return src.ModelSourceType == v1alpha1.ModelSourceHuggingFace && iec.Spec.Worker.ModelVolumeMount != nil
+}
+
+func hasFlag(args []string, flag string) bool {
+	return slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
+}
+
+// planWorker derives the worker container's image, args and env. The
+// user's args come first; the operator's flags follow, so where vLLM's
+// argument parser sees a flag twice the operator's value wins.
+func planWorker(iec *v1alpha1.InferenceEndpointConfig, o Options) workerPlan {
+	port, _ := workerPort(iec)
+	var p workerPlan
+	var args []string
+	if simulated(iec) {
+		// vllm-sim takes only the flags it emulates, not the user's vLLM
+		// tuning flags (tensor parallelism and the like).
+		p.Image = o.SimulatorImage
+		args = []string{"--model", iec.Spec.ModelName, "--worker-id", "$(POD_NAME)"}
+	} else {
+		p.Image = iec.Spec.Worker.Image
+		args = hubModelArgs(iec, slices.Clone(iec.Spec.Worker.Args))
+		if !hasFlag(args, "--model") {
+			args = append(args, "--model", modelArg(iec))
+		}
+	}
+	args = append(args, "--port", strconv.Itoa(int(port)), "--served-model-name", iec.Spec.ModelName, "--enable-prefix-caching")
+	if cachingEnabled(iec) {
+		args = append(args, "--kv-transfer-config", kvConnector)
+	}
+	if routingEnabled(iec) {
+		ev, err := json.Marshal(map[string]any{
+			"enable_kv_cache_events": true,
+			"publisher":              "zmq",
+			"endpoint":               fmt.Sprintf("tcp://*:%d", KVEventsPort),
+			"replay_endpoint":        fmt.Sprintf("tcp://*:%d", KVReplayPort),
+			"topic":                  "kv@$(POD_NAME)@" + iec.Spec.ModelName,
+		})
+		if err != nil {
+			panic(err) // a map of strings and a bool always marshals
+		}
+		args = append(args, "--kv-events-config", string(ev))
+	}
+	p.Args = args
+	p.Env = workerEnv(iec, o)
+	return p
+}
+
+func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar {
+	field := func(name, fieldPath string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}}
+	}
+	ours := []corev1.EnvVar{field("POD_NAME", "metadata.name"), {Name: "PYTHONHASHSEED", Value: HashSeed}}
+	if hf := iec.Spec.ModelSourceConfig.HuggingFaceModel; iec.Spec.ModelSourceConfig.ModelSourceType == v1alpha1.ModelSourceHuggingFace &&
+		hf != nil && hf.TokenSecretRef != nil {
+		ours = append(ours, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: hf.TokenSecretRef.DeepCopy()}})
+	}
+	if hubCacheVolume(iec) {
+		ours = append(ours, corev1.EnvVar{Name: "HF_HOME", Value: path.Join(iec.Spec.Worker.ModelVolumeMount.MountPath, ".hf-home")})
+	}
+	kv := iec.Spec.KVCacheSpec
+	switch {
+	case kv.CacheConfigFile != "":
+		ours = append(ours, corev1.EnvVar{Name: "LMCACHE_CONFIG_FILE", Value: path.Join(lmcacheConfigDir, lmcacheConfigFile)})
+	case cachingEnabled(iec):
+		ours = append(ours,
+			corev1.EnvVar{Name: "LMCACHE_CHUNK_SIZE", Value: strconv.Itoa(int(int32Or(kv.ChunkSize, 256)))},
+			corev1.EnvVar{Name: "LMCACHE_LOCAL_CPU", Value: strconv.FormatBool(isTrue(kv.EnableL1Cache, true))},
+			corev1.EnvVar{Name: "LMCACHE_MAX_LOCAL_CPU_SIZE", Value: strconv.Itoa(int(int32Or(kv.L1CacheSizeGB, 5)))},
+		)
+		if backend := l2Backend(iec); backend != "" {
+			url := kv.L2CacheSpec.L2CacheLocalUrl
+			if backend == v1alpha1.L2BackendTieredStorage && url == "" {
+				// The tiered-storage cache server runs on every node
+				// (a DaemonSet with a host port); each worker talks to
+				// its own node's.
+				ours = append(ours, field("HOST_IP", "status.hostIP"))
+				url = fmt.Sprintf("lm://$(HOST_IP):%d", o.CacheServerPort)
+			}
+			serde := kv.RemoteSerde
+			if serde == "" {
+				serde = "naive"
+			}
+			ours = append(ours, corev1.EnvVar{Name: "LMCACHE_REMOTE_URL", Value: url}, corev1.EnvVar{Name: "LMCACHE_REMOTE_SERDE", Value: serde})
+		}
+	}
+	// Env is a map keyed by name under server-side apply: a user variable
+	// the operator also sets is dropped rather than duplicated.
+	env := make([]corev1.EnvVar, 0, len(iec.Spec.Worker.EnvironmentVariables)+len(ours))
+	for _, e := range iec.Spec.Worker.EnvironmentVariables {
+		if !slices.ContainsFunc(ours, func(o corev1.EnvVar) bool { return o.Name == e.Name }) &&
+			!slices.ContainsFunc(env, func(o corev1.EnvVar) bool { return o.Name == e.Name }) {
+			env = append(env, *e.DeepCopy())
+		}
+	}
+	return append(env, ours...)
+}
+
+func workerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-worker" }
+
+// WorkerServiceName is the headless Service the router discovers workers by.
+func WorkerServiceName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-workers" }
+
+func lmcacheConfigMapName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-lmcache" }
+
+func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.Deployment {
+	plan := planWorker(iec, o)
+	port, portName := workerPort(iec)
+	w := iec.Spec.Worker
+	sel := selectorLabels(iec, componentWorker)
+	podLabels := labels(iec, componentWorker)
+	podAnnotations := map[string]string{}
+
+	ports := []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}}
+	if mp := iec.Spec.Metrics.ModelMetrics.Port; mp != 0 && mp != port {
+		ports = append(ports, corev1.ContainerPort{Name: "metrics", ContainerPort: mp, Protocol: corev1.ProtocolTCP})
+	}
+	if routingEnabled(iec) {
+		ports = append(ports,
+			corev1.ContainerPort{Name: "kv-events", ContainerPort: KVEventsPort, Protocol: corev1.ProtocolTCP},
+			corev1.ContainerPort{Name: "kv-replay", ContainerPort: KVReplayPort, Protocol: corev1.ProtocolTCP})
+	}
+
+	volumes := []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
+	mounts := []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm"}}
+	src := iec.Spec.ModelSourceConfig
+	if src.ModelSourceType == v1alpha1.ModelSourceKubernetesVolume && src.KubernetesVolume != nil && w.ModelVolumeMount != nil {
+		ro := isTrue(src.KubernetesVolume.ReadOnly, true)
+		volumes = append(volumes, corev1.Volume{Name: w.ModelVolumeMount.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.KubernetesVolume.ClaimName, ReadOnly: ro}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: w.ModelVolumeMount.Name, MountPath: w.ModelVolumeMount.MountPath, ReadOnly: ro})
+	}
+	if hubCacheVolume(iec) {
+		// The Hub download lives as long as the pod.
+		volumes = append(volumes, corev1.Volume{Name: w.ModelVolumeMount.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: w.ModelVolumeMount.Name, MountPath: w.ModelVolumeMount.MountPath})
+	}
+	if cfg := iec.Spec.KVCacheSpec.CacheConfigFile; cfg != "" {
+		volumes = append(volumes, corev1.Volume{Name: "lmcache-config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: lmcacheConfigMapName(iec)}}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "lmcache-config", MountPath: lmcacheConfigDir, ReadOnly: true})
+		// LMCache reads its file once at start-up: a new file must roll
+		// the workers.
+		sum := sha256.Sum256([]byte(cfg))
+		podAnnotations["inference.warmpath.io/lmcache-config-sha256"] = hex.EncodeToString(sum[:8])
+	}
+	for _, v := range w.Volumes {
+		volumes = append(volumes, *v.DeepCopy())
+	}
+	for _, m := range w.VolumeMounts {
+		mounts = append(mounts, *m.DeepCopy())
+	}
+
+	healthPath := iec.Spec.LoadBalancer.HealthCheckPath
+	if healthPath == "" {
+		healthPath = "/health"
+	}
+	probe := func(user *corev1.Probe, period, failures int32) *corev1.Probe {
+		if user != nil {
+			return user.DeepCopy()
+		}
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: healthPath, Port: intstr.FromString(portName), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds: period, FailureThreshold: failures, TimeoutSeconds: 5, SuccessThreshold: 1,
+		}
+	}
+
+	c := corev1.Container{
+		Name:           "vllm",
+		Image:          plan.Image,
+		Args:           plan.Args,
+		Env:            plan.Env,
+		Ports:          ports,
+		VolumeMounts:   mounts,
+		ReadinessProbe: probe(w.Probes.Readiness, 5, 3),
+		LivenessProbe:  probe(w.Probes.Liveness, 10, 3),
+		// Loading weights takes minutes: up to 20 before liveness applies.
+		StartupProbe: probe(w.Probes.Startup, 10, 120),
+	}
+	if !simulated(iec) {
+		c.Command = slices.Clone(w.Command)
+		c.Resources = *w.Resources.DeepCopy()
+	} else {
+		// The simulator needs no GPU: requesting one would leave it
+		// unschedulable on the CPU-only clusters simulate is for.
+		c.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	}
+	if len(podAnnotations) == 0 {
+		podAnnotations = nil
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: objectMeta(iec, workerName(iec), componentWorker),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32Or(iec.Spec.Replicas, 1)),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{c},
+					Volumes:    volumes,
+					// Let in-flight generations finish on scale-down.
+					TerminationGracePeriodSeconds: ptr.To(int64(60)),
+				},
+			},
+		},
+	}
+}
+
+func workerService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
+	port, portName := workerPort(iec)
+	ports := []corev1.ServicePort{{Name: portName, Port: port, TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP}}
+	if mp := iec.Spec.Metrics.ModelMetrics.Port; mp != 0 && mp != port {
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: mp, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
+	}
+	if routingEnabled(iec) {
+		ports = append(ports,
+			corev1.ServicePort{Name: "kv-events", Port: KVEventsPort, TargetPort: intstr.FromString("kv-events"), Protocol: corev1.ProtocolTCP},
+			corev1.ServicePort{Name: "kv-replay", Port: KVReplayPort, TargetPort: intstr.FromString("kv-replay"), Protocol: corev1.ProtocolTCP})
+	}
+	return &corev1.Service{
+		ObjectMeta: objectMeta(iec, WorkerServiceName(iec), componentWorker),
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  selectorLabels(iec, componentWorker),
+			Ports:     ports,
+		},
+	}
+}
+
+func workerPDB(iec *v1alpha1.InferenceEndpointConfig) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: objectMeta(iec, workerName(iec), componentWorker),
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(iec, componentWorker)},
+		},
+	}
+}
+
+func lmcacheConfigMap(iec *v1alpha1.InferenceEndpointConfig) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: objectMeta(iec, lmcacheConfigMapName(iec), componentWorker),
+		Data:       map[string]string{lmcacheConfigFile: iec.Spec.KVCacheSpec.CacheConfigFile},
+	}
+}
