@@ -157,7 +157,8 @@ func TestChildren(t *testing.T) {
 	get(t, c, ns, "e-router", &router)
 	rc := router.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{"--listen=0.0.0.0:8080", "--k8s-namespace=" + ns, "--k8s-selector=kubernetes.io/service-name=e-workers",
-		"--k8s-port=http", "--config=/etc/warmpath/router/config.yaml", "--log-format=json"}
+		"--k8s-port=http", "--config=/etc/warmpath/router/config.yaml",
+		"--kv-events-endpoint=tcp://{host}:5557", "--kv-events-replay-endpoint=tcp://{host}:5558", "--log-format=json"}
 	if rc.Image != testOptions.RouterImage || strings.Join(rc.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("router %s %q, want %s %q", rc.Image, rc.Args, testOptions.RouterImage, wantArgs)
 	}

@@ -84,6 +84,10 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig) []string {
 		"--k8s-selector=kubernetes.io/service-name=" + WorkerServiceName(iec),
 		"--k8s-port=" + portName,
 		"--config=" + routerConfigDir + "/" + routerConfigFile,
+		// Workers publish KV events whenever routing is on, so kvaware can
+		// be switched on live; the router subscribes to each pod directly.
+		fmt.Sprintf("--kv-events-endpoint=tcp://{host}:%d", KVEventsPort),
+		fmt.Sprintf("--kv-events-replay-endpoint=tcp://{host}:%d", KVReplayPort),
 		"--log-format=json",
 	}
 }
