@@ -66,7 +66,9 @@ func render(t *testing.T, vals map[string]any, apiVersions ...string) (string, e
 	install.Namespace = "warmpath"
 	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: "31"}
 	install.APIVersions = apiVersions
-	install.IncludeCRDs = true
+	// The CRD is the operator's generated file (crds/ links to it); it is
+	// checked by TestCRDIsTheOperators, not repeated in every golden file.
+	install.IncludeCRDs = false
 	rel, err := install.Run(loadChart(t), vals)
 	if err != nil {
 		return "", err
@@ -124,6 +126,7 @@ func TestRenderGolden(t *testing.T) {
 func checkDocuments(t *testing.T, stream string) {
 	t.Helper()
 	for _, doc := range strings.Split(stream, "\n---") {
+		doc = strings.TrimPrefix(doc, "---")
 		if strings.TrimSpace(stripComments(doc)) == "" {
 			continue
 		}
@@ -222,6 +225,22 @@ func firstDiff(want, got string) string {
 	return ""
 }
 
+// TestCRDIsTheOperators: the chart ships exactly the operator's generated
+// CRD, through the crds/ link, so the two cannot drift.
+func TestCRDIsTheOperators(t *testing.T) {
+	crds := loadChart(t).CRDObjects()
+	if len(crds) != 1 {
+		t.Fatalf("%d CRDs in the chart, want 1", len(crds))
+	}
+	want, err := os.ReadFile(filepath.Join("..", "..", "services", "operator", "config", "crd", "inference.warmpath.io_inferenceendpointconfigs.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(crds[0].File.Data) != string(want) {
+		t.Fatal("the chart's CRD differs from the operator's generated one")
+	}
+}
+
 // TestServiceMonitorsFollowTheAPI: with monitoring.serviceMonitors.enabled
 // "auto" (the default), ServiceMonitors render exactly when the cluster
 // serves monitoring.coreos.com/v1.
@@ -252,7 +271,7 @@ func TestSchemaRejects(t *testing.T) {
 	}{
 		{"unknown top-level key", "cacheServer: {enabled: true}", "cacheServer"},
 		{"bad workload kind", "cacheserver: {kind: Deployment}", "kind"},
-		{"replication out of range", "cacheserver: {replication: 3}", "replication"},
+		{"memory capacity not a quantity", "cacheserver: {memoryCapacity: -5}", "memoryCapacity"},
 		{"port out of range", "cacheserver: {ports: {lm: 70000, resp: 6379, http: 8080}}", "lm"},
 		{"bad capacity", "cacheserver: {memoryCapacity: lots}", "memoryCapacity"},
 		{"bad volume type", "cacheserver: {disk: {enabled: true, volumeType: nfs}}", "volumeType"},

@@ -67,3 +67,16 @@ true
 {{- define "warmpath.redis.url" -}}
 {{- printf "redis://%s.%s.svc:6379" (include "warmpath.redis.fullname" .) .Release.Namespace -}}
 {{- end -}}
+
+{{/* A Kubernetes quantity (4Gi, 512Mi, 1G, or plain bytes) as bytes. */}}
+{{- define "warmpath.bytes" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 -}}
+{{- $out := "" -}}
+{{- range $u, $m := $units -}}
+{{- if and (not $out) (hasSuffix $u $q) -}}
+{{- $out = mul (int64 (trimSuffix $u $q)) $m | toString -}}
+{{- end -}}
+{{- end -}}
+{{- default (int64 $q | toString) $out -}}
+{{- end -}}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/resp"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
 
@@ -37,6 +39,8 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("cacheserver", flag.ContinueOnError)
 	lmListen := fs.String("lm-listen", "0.0.0.0:65432", "address for LMCache's lm:// protocol")
+	respListen := fs.String("resp-listen", "0.0.0.0:6379", "address for RESP (Redis protocol): LMCache's redis connector, redis-cli, go-redis")
+	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
@@ -69,15 +73,30 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen lm://: %w", err)
 	}
+	respLn, err := lc.Listen(ctx, "tcp", *respListen)
+	if err != nil {
+		return fmt.Errorf("listen resp: %w", err)
+	}
+	var password string
+	if *passwordFile != "" {
+		b, err := os.ReadFile(*passwordFile)
+		if err != nil {
+			return fmt.Errorf("password file: %w", err)
+		}
+		password = strings.TrimSpace(string(b))
+	}
 	httpLn, err := lc.Listen(ctx, "tcp", *httpListen)
 	if err != nil {
 		return fmt.Errorf("listen http: %w", err)
 	}
 	hs := httpserve.New(httpapi.Handler(mem, m, reg, int64(*maxValue)), log)
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, mem, m, log).Serve(ctx, lmLn) }()
+	go func() {
+		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
+	}()
 	go func() { errc <- hs.Serve(httpLn) }()
-	log.Info("serving", "lm", lmLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap)
+	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

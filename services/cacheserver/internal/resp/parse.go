@@ -121,13 +121,13 @@ func (r *Reader) number() (int, error) {
 }
 
 // line reads up to CRLF, at most max bytes.
-func (r *Reader) line(max int) ([]byte, error) {
+func (r *Reader) line(limit int) ([]byte, error) {
 	var out []byte
 	for {
 		frag, err := r.br.ReadSlice('\n')
 		out = append(out, frag...)
-		if len(out) > max+2 {
-			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, max)
+		if len(out) > limit+2 {
+			return nil, fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, limit)
 		}
 		if err == nil {
 			break

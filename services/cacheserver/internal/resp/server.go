@@ -161,8 +161,8 @@ func (ss *session) handle(args [][]byte) {
 			s.metrics.Duration.WithLabelValues("resp", op).Observe(time.Since(start).Seconds())
 		}
 	}()
-	arity := func(min int) bool {
-		if len(args) < min {
+	arity := func(least int) bool {
+		if len(args) < least {
 			ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
 			result = "error"
 			return false

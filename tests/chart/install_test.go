@@ -1,0 +1,220 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+// TestInstallOnAPIServer installs the chart for real: its CRD and every
+// manifest of the sim profile are applied with server-side apply to a real
+// kube-apiserver and etcd (envtest), which validates each object — the
+// InferenceEndpointConfigs against the operator's CRD schema included. Then
+// the operator binary runs with the rendered Deployment's own arguments,
+// as the chart's ServiceAccount, holding only the chart's RBAC, and must
+// create the endpoint's children.
+func TestInstallOnAPIServer(t *testing.T) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Fatal(`KUBEBUILDER_ASSETS is not set: export KUBEBUILDER_ASSETS="$(scripts/install-envtest.sh)" from the repository root, or run make test`)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns = "warmpath"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The CRD first, as Helm installs crds/ before templates.
+	for _, crd := range loadChart(t).CRDObjects() {
+		apply(ctx, t, c, crd.File.Data, "")
+	}
+	waitFor(ctx, t, "the CRD to be established", func() bool {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: "inferenceendpointconfigs.inference.warmpath.io"}, &crd); err != nil {
+			return false
+		}
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+
+	out, err := render(t, loadValues(t, "values-sim.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var operatorArgs []string
+	for _, doc := range strings.Split(out, "\n---") {
+		if strings.Contains(doc, "helm.sh/hook") || strings.TrimSpace(stripComments(strings.TrimPrefix(doc, "---"))) == "" {
+			continue
+		}
+		u := apply(ctx, t, c, []byte(doc), ns)
+		if u.GetKind() == "Deployment" && strings.HasSuffix(u.GetName(), "-operator") {
+			args, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			for _, a := range args[0].(map[string]any)["args"].([]any) {
+				operatorArgs = append(operatorArgs, a.(string))
+			}
+		}
+	}
+	if len(operatorArgs) == 0 {
+		t.Fatal("no operator Deployment rendered")
+	}
+
+	// The operator, as the chart's ServiceAccount, with the chart's RBAC
+	// only.
+	user, err := env.AddUser(envtest.User{Name: "system:serviceaccount:" + ns + ":wp-warmpath-operator",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The API server enforces RBAC (so the operator's success below means
+	// the chart's rules suffice): the ServiceAccount may not read Secrets.
+	asOperator, err := client.New(user.Config(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := asOperator.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)); err == nil {
+		t.Fatal("the operator's ServiceAccount may list Secrets: RBAC is not enforced, or the chart grants too much")
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "operator")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/warmpath/warmpath/services/operator/cmd/operator")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build operator: %v\n%s", err, out)
+	}
+	// The pod's ports are the test's to choose.
+	var args []string
+	for _, a := range operatorArgs {
+		if !strings.HasPrefix(a, "--metrics-bind-address") && !strings.HasPrefix(a, "--health-probe-bind-address") {
+			args = append(args, a)
+		}
+	}
+	args = append(args, "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t))
+	op := exec.CommandContext(ctx, bin, args...)
+	op.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	var logs strings.Builder
+	op.Stdout, op.Stderr = &logs, &logs
+	if err := op.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = op.Process.Kill()
+		_ = op.Wait()
+		if t.Failed() {
+			t.Logf("operator output:\n%s", logs.String())
+		}
+	})
+
+	// The sim profile's endpoint gets workers, a router and its Service.
+	waitFor(ctx, t, "the endpoint's children", func() bool {
+		var deps appsv1.DeploymentList
+		if err := c.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{"inference.warmpath.io/endpoint": "sim-llama"}); err != nil || len(deps.Items) < 2 {
+			return false
+		}
+		var svc corev1.Service
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, &svc) == nil
+	})
+	var deps appsv1.DeploymentList
+	if err := c.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{"inference.warmpath.io/endpoint": "sim-llama"}); err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]bool{}
+	for _, d := range deps.Items {
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			images[ctr.Image] = true
+		}
+	}
+	for _, want := range []string{"warmpath/vllm-sim:dev", "warmpath/router:dev"} {
+		if !images[want] {
+			t.Errorf("no child runs %s (images %v): the chart's image flags did not reach the operator", want, images)
+		}
+	}
+}
+
+// apply server-side-applies one YAML document, defaulting its namespace.
+func apply(ctx context.Context, t *testing.T, c client.Client, doc []byte, ns string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+		t.Fatalf("document is not YAML: %v\n%s", err, doc)
+	}
+	namespaced, err := c.IsObjectNamespaced(u)
+	if err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	if namespaced && u.GetNamespace() == "" {
+		u.SetNamespace(ns)
+	}
+	if err := c.Patch(ctx, u, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil { //nolint:staticcheck // client.Apply on unstructured is the SSA path for arbitrary objects
+		t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return u
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
