@@ -7,6 +7,7 @@
 #   make lint              golangci-lint over every go.work module
 #   make fuzz              every Fuzz* target for FUZZTIME (default 10s) each
 #   make golden            rewrite the Helm chart's golden manifests
+#   make dashboards        regenerate dashboards/*.json from services/dashgen
 #   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
 #   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
 #   make bench-index       kvaware index ingest/lookup/memory -> bench/results/kv_index.json
@@ -102,6 +103,10 @@ test-integration: ## testcontainers suites in tests/ (needs Docker)
 	@# The chart suite installs the chart into envtest's kube-apiserver.
 	assets="$$(scripts/install-envtest.sh)"; \
 	KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(addsuffix /...,$(INTEGRATION_MODULES))
+
+.PHONY: dashboards
+dashboards: ## regenerate the Grafana dashboards (dashboards/*.json; a unit test fails when they are stale)
+	$(GO) run ./services/dashgen/cmd/dashgen --out dashboards
 
 .PHONY: golden
 golden: ## rewrite the chart's golden manifests (tests/chart/testdata) after an intended change

@@ -144,12 +144,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.prober = probe.New(ctx, o.Probe, nil, nil, o.Log.With("component", "probe"))
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
 		o.Log.Info("worker added", "worker", ep.URL)
+		a.metrics.Ejections.WithLabelValues(ep.URL) // exported at 0 from the start
 		a.prober.Start(ep)
 		a.kvsubs.Start(ctx, ep.URL, ep)
 	}
 	a.pool.OnRemove = func(ep *pool.Endpoint) {
 		o.Log.Info("worker removed", "worker", ep.URL)
 		a.prober.Stop(ep)
+		a.metrics.Ejections.DeleteLabelValues(ep.URL)
 		a.server.Forget(ep.URL)
 		a.kvsubs.Stop(ep.URL)
 		if f, ok := a.server.Routing().Strategy.(strategy.Forgetter); ok {

@@ -96,6 +96,14 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 		}, []string{"result"}),
 	}
 	reg.MustRegister(&poolCollector{pool: p, queue: queue})
+	// Known label values start at zero, so dashboards and alerts see a
+	// series (and a rate of 0) before the first retry or rejection.
+	for _, r := range []string{ReasonConnectError, ReasonUpstream5xx, ReasonUpstream429, ReasonUpstreamError} {
+		m.Retries.WithLabelValues(r)
+	}
+	for _, r := range []string{ReasonOverflow, ReasonQueueTimeout, ReasonNoWorker, ReasonUnknownModel, ReasonBodyTooLarge, ReasonBadRequest, ReasonUnauthorized} {
+		m.Rejections.WithLabelValues(r)
+	}
 	return m
 }
 

@@ -1,0 +1,341 @@
+// Package dashboards checks the committed Grafana dashboards against the
+// real thing: a router, two vllm-sim workers and the cache server on
+// loopback, scraped by a real Prometheus (Debian's package). Every metric a
+// panel queries must be one of the services' own, and every panel's query
+// must return data.
+package dashboards
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// panelQuery is one query of a committed dashboard.
+type panelQuery struct {
+	dashboard, panel, expr string
+}
+
+// committedQueries reads every panel query from dashboards/*.json.
+func committedQueries(t *testing.T) []panelQuery {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "..", "dashboards", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards/*.json (%v): run make dashboards", err)
+	}
+	var out []panelQuery
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d struct {
+			Title  string `json:"title"`
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, p := range d.Panels {
+			for _, tg := range p.Targets {
+				out = append(out, panelQuery{d.Title, p.Title, tg.Expr})
+			}
+		}
+	}
+	return out
+}
+
+// expand does what Grafana does with the dashboards' variables, "All"
+// selected, over a short window that a test run can fill.
+var expand = strings.NewReplacer("$__rate_interval", "20s", "$namespace", ".*", "$endpoint", ".*", "$model", ".*")
+
+// metricRef is a metric name directly followed by a selector.
+var metricRef = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
+
+func TestDashboardsOnLiveServices(t *testing.T) {
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatal("prometheus not on PATH: run `make tools` (Debian's prometheus package)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bins := buildAll(ctx, t, dir, map[string]string{
+		"router":      "github.com/warmpath/warmpath/services/router/cmd/router",
+		"vllm-sim":    "github.com/warmpath/warmpath/tools/cmd/vllm-sim",
+		"cacheserver": "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver",
+	})
+
+	const model = "dash/model"
+	var workers []string
+	for range 2 {
+		p := portRun(t, 3)
+		events := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, p+1, p+2)
+		start(ctx, t, bins["vllm-sim"], "--host", "127.0.0.1", "--port", strconv.Itoa(p), "--model", model,
+			"--time-scale", "20", "--num-gpu-blocks-override", "600", "--max-model-len", "4096", "--log-level", "warn", "--kv-events-config", events,
+			"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`)
+		workers = append(workers, fmt.Sprintf("http://127.0.0.1:%d", p))
+	}
+	cp := portRun(t, 3)
+	start(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
+		"--memory-capacity-bytes", "67108864", "--log-level", "warn")
+	rp := portRun(t, 1)
+	start(ctx, t, bins["router"], "--listen", addr(rp), "--workers", strings.Join(workers, ","), "--strategy", "kvaware",
+		"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}", "--log-level", "warn")
+	router := "http://" + addr(rp)
+	cacheHTTP := "http://" + addr(cp+2)
+	for _, u := range append([]string{router + "/ready", cacheHTTP + "/readyz"}, withSuffix(workers, "/health")...) {
+		waitOK(ctx, t, u)
+	}
+
+	// Prometheus scrapes every second, with the labels a ServiceMonitor
+	// would add.
+	pp := portRun(t, 1)
+	var targets strings.Builder
+	for job, hosts := range map[string][]string{"router": {addr(rp)}, "workers": hostsOf(workers), "cacheserver": {addr(cp + 2)}} {
+		fmt.Fprintf(&targets, "  - job_name: %s\n    static_configs:\n      - targets: [%s]\n        labels: {namespace: test, endpoint: e2e}\n", job, strings.Join(hosts, ", "))
+	}
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"+targets.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start(ctx, t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+addr(pp), "--log.level=warn")
+	prom := "http://" + addr(pp)
+	waitOK(ctx, t, prom+"/-/ready")
+
+	// Traffic for every panel: completions and chat, streamed and not,
+	// repeated prompts (prefix and LMCache hits), a request the router
+	// rejects, and objects through the cache server.
+	traffic(ctx, t, router, cacheHTTP, model, 12*time.Second)
+
+	// Every metric a panel names is one the services export.
+	names := promLabelValues(ctx, t, prom, "__name__")
+	queries := committedQueries(t)
+	for _, q := range queries {
+		for _, m := range metricRef.FindAllStringSubmatch(q.expr, -1) {
+			if !names[m[1]] {
+				t.Errorf("%s / %s: metric %s is not exported by any service", q.dashboard, q.panel, m[1])
+			}
+		}
+	}
+	// Every query returns data.
+	for _, q := range queries {
+		n, err := promQuery(ctx, prom, expand.Replace(q.expr))
+		if err != nil {
+			t.Errorf("%s / %s: %v", q.dashboard, q.panel, err)
+			continue
+		}
+		if n == 0 {
+			t.Errorf("%s / %s: no data for %s", q.dashboard, q.panel, q.expr)
+		}
+	}
+	t.Logf("%d queries over %d metric names evaluated", len(queries), len(names))
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+func withSuffix(urls []string, s string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = u + s
+	}
+	return out
+}
+
+func hostsOf(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = strings.TrimPrefix(u, "http://")
+	}
+	return out
+}
+
+func buildAll(ctx context.Context, t *testing.T, dir string, pkgs map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, pkg := range pkgs {
+		bin := filepath.Join(dir, name)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, b)
+		}
+		out[name] = bin
+	}
+	return out
+}
+
+// start runs a process until the test ends.
+func start(ctx context.Context, t *testing.T, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() && logs.Len() > 0 {
+			t.Logf("%s output:\n%.4000s", filepath.Base(bin), logs.String())
+		}
+	})
+}
+
+// portRun returns p with p..p+n-1 free on every interface.
+func portRun(t *testing.T, n int) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		ok := p+n < 1<<16
+		for i := 0; ok && i < n; i++ {
+			l, err := net.Listen("tcp", ":"+strconv.Itoa(p+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			_ = l.Close()
+		}
+		if ok {
+			return p
+		}
+	}
+	t.Fatal("no free port run")
+	return 0
+}
+
+func waitOK(ctx context.Context, t *testing.T, u string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never answered 200 (%v)", u, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func traffic(ctx context.Context, t *testing.T, router, cache, model string, d time.Duration) {
+	t.Helper()
+	doc := strings.Repeat("The quarterly report covers revenue, costs and the outlook. ", 40)
+	post := func(u, ct string, body []byte) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		req.Header.Set("Content-Type", ct)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	put := func(u string, body []byte) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				doc := fmt.Sprintf("Document %d. %s", (w+i)%3, doc)
+				c, _ := json.Marshal(map[string]any{"model": model, "prompt": doc + fmt.Sprintf(" Question %d?", i), "max_tokens": 8, "stream": i%2 == 0})
+				post(router+"/v1/completions", "application/json", c)
+				ch, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 8, "messages": []map[string]string{{"role": "system", "content": doc}, {"role": "user", "content": fmt.Sprintf("Q%d", i)}}})
+				post(router+"/v1/chat/completions", "application/json", ch)
+				post(router+"/v1/completions", "application/json", []byte(`{"model":"no-such-model","prompt":"x"}`))
+				key := fmt.Sprintf("%s/v1/objects/chunk-%d", cache, i%50)
+				put(key, bytes.Repeat([]byte{byte(i)}, 64<<10))
+				if resp, err := http.Get(key); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func promLabelValues(ctx context.Context, t *testing.T, prom, label string) map[string]bool {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, prom+"/api/v1/label/"+label+"/values", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data []string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, n := range out.Data {
+		names[n] = true
+	}
+	return names
+}
+
+// promQuery evaluates expr now and returns how many series (or a scalar)
+// came back.
+func promQuery(ctx context.Context, prom, expr string) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, prom+"/api/v1/query?query="+url.QueryEscape(expr), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string            `json:"resultType"`
+			Result     []json.RawMessage `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, err
+	}
+	if out.Status != "success" {
+		return 0, fmt.Errorf("query failed: %s", out.Error)
+	}
+	return len(out.Data.Result), nil
+}
