@@ -83,6 +83,7 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 		"router":      "github.com/warmpath/warmpath/services/router/cmd/router",
 		"vllm-sim":    "github.com/warmpath/warmpath/tools/cmd/vllm-sim",
 		"cacheserver": "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver",
+		"dashrender":  "github.com/warmpath/warmpath/tools/cmd/dashrender",
 	})
 
 	const model = "dash/model"
@@ -150,6 +151,27 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 		}
 	}
 	t.Logf("%d queries over %d metric names evaluated", len(queries), len(names))
+
+	// Draw the dashboards from this data: docs/dashboards.md shows them
+	// (WARMPATH_DASHBOARD_PNGS=docs/dashboards refreshes its images).
+	pngs := os.Getenv("WARMPATH_DASHBOARD_PNGS")
+	if pngs == "" {
+		pngs = filepath.Join(dir, "png")
+	} else if !filepath.IsAbs(pngs) {
+		pngs = filepath.Join("..", "..", pngs)
+	}
+	render := exec.CommandContext(ctx, bins["dashrender"], "--prometheus", prom, "--dashboards", filepath.Join("..", "..", "dashboards"),
+		"--out", pngs, "--window", "30s")
+	out, err := render.CombinedOutput()
+	if err != nil {
+		t.Fatalf("dashrender: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.Contains(line, " 0 panels with data") {
+			t.Errorf("dashrender drew a dashboard without data: %s", line)
+		}
+	}
+	t.Logf("dashrender:\n%s", out)
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -203,7 +225,12 @@ func start(ctx context.Context, t *testing.T, bin string, args ...string) {
 	})
 }
 
-// portRun returns p with p..p+n-1 free on every interface.
+// reserved holds the ports handed out: processes bind theirs only after
+// starting, so a later run must not overlap an earlier one.
+var reserved = map[int]bool{}
+
+// portRun returns p with p..p+n-1 free on every interface and not handed
+// out before.
 func portRun(t *testing.T, n int) int {
 	t.Helper()
 	for range 50 {
@@ -215,6 +242,10 @@ func portRun(t *testing.T, n int) int {
 		_ = l.Close()
 		ok := p+n < 1<<16
 		for i := 0; ok && i < n; i++ {
+			if reserved[p+i] {
+				ok = false
+				break
+			}
 			l, err := net.Listen("tcp", ":"+strconv.Itoa(p+i))
 			if err != nil {
 				ok = false
@@ -223,6 +254,9 @@ func portRun(t *testing.T, n int) int {
 			_ = l.Close()
 		}
 		if ok {
+			for i := range n {
+				reserved[p+i] = true
+			}
 			return p
 		}
 	}
