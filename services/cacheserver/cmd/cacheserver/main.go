@@ -22,6 +22,7 @@ import (
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
@@ -39,6 +40,12 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("cacheserver", flag.ContinueOnError)
 	lmListen := fs.String("lm-listen", "0.0.0.0:65432", "address for LMCache's lm:// protocol")
+	peerListen := fs.String("peer-listen", "", "cluster mode: lm:// address peers forward to (serves this node's store only); empty: no cluster")
+	advertise := fs.String("advertise", "", "cluster mode: this node's peer address as peers know it (default: --peer-listen)")
+	peers := fs.String("peers", "", "cluster mode: comma-separated peer addresses (host:port of their --peer-listen)")
+	peersDNS := fs.String("peers-dns", "", "cluster mode: a headless Service name whose addresses are the peers (port: --peer-listen's)")
+	peersEvery := fs.Duration("peers-refresh", 10*time.Second, "how often --peers-dns is resolved again")
+	replicas := fs.Int("replicas", 1, "cluster mode: nodes holding each key (1 or 2)")
 	respListen := fs.String("resp-listen", "0.0.0.0:6379", "address for RESP (Redis protocol): LMCache's redis connector, redis-cli, go-redis")
 	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
@@ -90,8 +97,33 @@ func run() error {
 		return fmt.Errorf("listen http: %w", err)
 	}
 	hs := httpserve.New(httpapi.Handler(mem, m, reg, int64(*maxValue)), log)
-	errc := make(chan error, 3)
-	go func() { errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, mem, m, log).Serve(ctx, lmLn) }()
+	errc := make(chan error, 5)
+	var backend lmserver.Backend = cluster.Local{Mem: mem}
+	if *peerListen != "" {
+		peerLn, err := lc.Listen(ctx, "tcp", *peerListen)
+		if err != nil {
+			return fmt.Errorf("listen peers: %w", err)
+		}
+		self := *advertise
+		if self == "" {
+			self = peerLn.Addr().String()
+		}
+		cl := cluster.New(cluster.Config{Self: self, Replicas: *replicas, MaxValueBytes: *maxValue}, mem, m.Forwarded)
+		if *peers != "" {
+			cl.SetPeers(strings.Split(*peers, ","))
+		}
+		if *peersDNS != "" {
+			go cluster.WatchDNS(ctx, cl, *peersDNS, portOf(*peerListen), *peersEvery, log)
+		}
+		backend = cl
+		go func() {
+			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
+		}()
+		log.Info("cluster mode", "self", self, "replicas", *replicas)
+	}
+	go func() {
+		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, backend, m, log).Serve(ctx, lmLn)
+	}()
 	go func() {
 		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
 	}()
@@ -106,4 +138,13 @@ func run() error {
 		err = nil
 	}
 	return err
+}
+
+// portOf returns the port of a host:port address.
+func portOf(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	return port
 }

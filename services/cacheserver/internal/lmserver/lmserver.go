@@ -30,10 +30,18 @@ type Config struct {
 	IOTimeout time.Duration
 }
 
+// Backend is where requests go: the local store, or the cluster that
+// forwards to each key's owner.
+type Backend interface {
+	Get(ctx context.Context, key string) (*store.Object, bool)
+	Put(ctx context.Context, key string, obj *store.Object) bool
+	Contains(ctx context.Context, key string) bool
+}
+
 // Server serves lm:// connections.
 type Server struct {
 	cfg     Config
-	mem     *store.Memory
+	mem     Backend
 	metrics *metrics.Metrics
 	log     *slog.Logger
 
@@ -43,7 +51,7 @@ type Server struct {
 }
 
 // New returns a server over mem.
-func New(cfg Config, mem *store.Memory, m *metrics.Metrics, log *slog.Logger) *Server {
+func New(cfg Config, mem Backend, m *metrics.Metrics, log *slog.Logger) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
@@ -135,11 +143,11 @@ func (s *Server) serveConn(conn net.Conn) {
 		switch req.Command {
 		case lmproto.CmdPut:
 			op = "put"
-			s.mem.Put(req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
+			s.mem.Put(context.Background(), req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
 			s.metrics.BytesIn.WithLabelValues("lm").Add(float64(len(req.Value)))
 		case lmproto.CmdGet:
 			op = "get"
-			if obj, ok := s.mem.Get(req.Key); ok {
+			if obj, ok := s.mem.Get(context.Background(), req.Key); ok {
 				meta := obj.Meta
 				meta.Length = int32(len(obj.Value))
 				reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: lmproto.CodeSuccess, Meta: meta})
@@ -152,7 +160,7 @@ func (s *Server) serveConn(conn net.Conn) {
 			op = "exist"
 			code := lmproto.CodeFail
 			result = "miss"
-			if s.mem.Contains(req.Key) {
+			if s.mem.Contains(context.Background(), req.Key) {
 				code, result = lmproto.CodeSuccess, "hit"
 			}
 			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})

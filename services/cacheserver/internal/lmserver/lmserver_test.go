@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
@@ -36,7 +37,7 @@ func start(t *testing.T) fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- New(Config{MaxValueBytes: 8 << 20, IOTimeout: time.Second}, mem, m, slog.New(slog.DiscardHandler)).Serve(ctx, ln)
+		done <- New(Config{MaxValueBytes: 8 << 20, IOTimeout: time.Second}, cluster.Local{Mem: mem}, m, slog.New(slog.DiscardHandler)).Serve(ctx, ln)
 	}()
 	t.Cleanup(func() {
 		cancel()

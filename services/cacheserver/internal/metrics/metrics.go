@@ -19,6 +19,8 @@ type Metrics struct {
 	BytesIn  *prometheus.CounterVec   // protocol
 	BytesOut *prometheus.CounterVec   // protocol
 	Errors   *prometheus.CounterVec   // protocol, reason
+	// Forwarded counts requests sent to the key's owner in cluster mode.
+	Forwarded *prometheus.CounterVec // op, result
 }
 
 // New registers the metrics on reg, reading tier state from mem.
@@ -46,6 +48,14 @@ func New(reg prometheus.Registerer, mem *store.Memory) *Metrics {
 			Name: "warmpath_cache_protocol_errors_total",
 			Help: "Connections closed for malformed input, by protocol and reason.",
 		}, []string{"protocol", "reason"}),
+	}
+	m.Forwarded = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmpath_cache_forwarded_requests_total",
+		Help: "Requests forwarded to the owning peer in cluster mode, by operation (get, put, exist) and result (hit, miss, ok, error: the peer failed, answered as a miss).",
+	}, []string{"op", "result"})
+	// Exported at zero from the start, so dashboards show 0, not "no data".
+	for _, op := range []string{"get", "put", "exist"} {
+		m.Forwarded.WithLabelValues(op, "error")
 	}
 	reg.MustRegister(&tierCollector{mem: mem})
 	return m

@@ -1,0 +1,286 @@
+// Package cluster spreads the cache server's keys over its peers:
+// rendezvous (highest-random-weight) hashing names each key's owner(s), a
+// node forwards requests for keys it does not own to the owner over lm://
+// (one hop, pooled connections), so a worker talking to its node-local
+// server reads KV written through any node. A membership change moves only
+// the keys whose owner changed; a peer that fails costs a miss, never an
+// error.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+)
+
+// Config tunes a Cluster.
+type Config struct {
+	// Self is this node's peer address (its --peer-listen, as its peers
+	// know it): peers forward to each other's peer listeners, which serve
+	// the local store only, so a request makes at most one hop.
+	Self string
+	// Replicas is how many nodes hold each key (1 or 2).
+	Replicas int
+	// ConnsPerPeer bounds the pooled lm:// connections to one peer (8).
+	ConnsPerPeer int
+	// Timeout bounds one forwarded request (2s).
+	Timeout time.Duration
+	// MaxValueBytes bounds a forwarded GET's value.
+	MaxValueBytes int
+}
+
+// Cluster is the node's view of the key space. With no peers it is the
+// local store alone.
+type Cluster struct {
+	cfg       Config
+	local     *store.Memory
+	forwarded *prometheus.CounterVec // op, result
+
+	mu    sync.RWMutex
+	peers []string // lm:// addresses, Self included, sorted
+	pools map[string]*pool
+}
+
+// New returns a cluster over the local store; forwarded counts forwarded
+// requests by op and result (ok, hit, miss, error).
+func New(cfg Config, local *store.Memory, forwarded *prometheus.CounterVec) *Cluster {
+	if cfg.Replicas < 1 {
+		cfg.Replicas = 1
+	}
+	if cfg.ConnsPerPeer <= 0 {
+		cfg.ConnsPerPeer = 8
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	return &Cluster{cfg: cfg, local: local, forwarded: forwarded, peers: []string{cfg.Self}, pools: map[string]*pool{}}
+}
+
+// SetPeers replaces the membership (Self is added when missing). Pools of
+// peers that left are closed.
+func (c *Cluster) SetPeers(peers []string) {
+	ps := slices.Clone(peers)
+	if !slices.Contains(ps, c.cfg.Self) {
+		ps = append(ps, c.cfg.Self)
+	}
+	slices.Sort(ps)
+	ps = slices.Compact(ps)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.peers = ps
+	for addr, p := range c.pools {
+		if !slices.Contains(ps, addr) {
+			p.close()
+			delete(c.pools, addr)
+		}
+	}
+}
+
+// Peers returns the current membership.
+func (c *Cluster) Peers() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return slices.Clone(c.peers)
+}
+
+// Owners returns the nodes that hold key, most preferred first.
+func (c *Cluster) Owners(key string) []string {
+	c.mu.RLock()
+	peers := c.peers
+	c.mu.RUnlock()
+	type scored struct {
+		addr  string
+		score uint64
+	}
+	s := make([]scored, len(peers))
+	for i, p := range peers {
+		d := xxhash.New()
+		_, _ = d.WriteString(p)
+		_, _ = d.WriteString("\x00")
+		_, _ = d.WriteString(key)
+		s[i] = scored{p, d.Sum64()}
+	}
+	slices.SortFunc(s, func(a, b scored) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return 0
+	})
+	n := min(c.cfg.Replicas, len(s))
+	out := make([]string, n)
+	for i := range n {
+		out[i] = s[i].addr
+	}
+	return out
+}
+
+func (c *Cluster) pool(addr string) *pool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pools[addr]
+	if !ok {
+		p = newPool(addr, c.cfg)
+		c.pools[addr] = p
+	}
+	return p
+}
+
+func (c *Cluster) local0(owners []string) bool { return slices.Contains(owners, c.cfg.Self) }
+
+// Local serves the node's own store with the Cluster's signatures: what
+// the peer listener uses, so a forwarded request is never forwarded again.
+type Local struct{ Mem *store.Memory }
+
+// Get implements the lm:// server's backend.
+func (l Local) Get(_ context.Context, key string) (*store.Object, bool) { return l.Mem.Get(key) }
+
+// Put implements the lm:// server's backend.
+func (l Local) Put(_ context.Context, key string, obj *store.Object) bool { return l.Mem.Put(key, obj) }
+
+// Contains implements the lm:// server's backend.
+func (l Local) Contains(_ context.Context, key string) bool { return l.Mem.Contains(key) }
+
+// Get returns key's object from this node when it is an owner, else from
+// the first owner that answers. A peer that fails costs a miss.
+func (c *Cluster) Get(ctx context.Context, key string) (*store.Object, bool) {
+	owners := c.Owners(key)
+	if c.local0(owners) {
+		if obj, ok := c.local.Get(key); ok {
+			return obj, true
+		}
+		if len(owners) == 1 {
+			return nil, false
+		}
+	}
+	for _, o := range owners {
+		if o == c.cfg.Self {
+			continue
+		}
+		val, meta, err := c.pool(o).get(ctx, key)
+		switch {
+		case err == nil:
+			c.forwarded.WithLabelValues("get", "hit").Inc()
+			return &store.Object{Value: val, Meta: meta}, true
+		case errors.Is(err, lmproto.ErrMiss):
+			c.forwarded.WithLabelValues("get", "miss").Inc()
+		default:
+			c.forwarded.WithLabelValues("get", "error").Inc()
+		}
+	}
+	return nil, false
+}
+
+// Put stores obj on every owner: locally when this node is one, forwarded
+// otherwise. A peer that fails loses that copy (counted), not the request.
+func (c *Cluster) Put(ctx context.Context, key string, obj *store.Object) bool {
+	stored := false
+	for _, o := range c.Owners(key) {
+		if o == c.cfg.Self {
+			stored = c.local.Put(key, obj) || stored
+			continue
+		}
+		if err := c.pool(o).put(ctx, key, obj); err != nil {
+			c.forwarded.WithLabelValues("put", "error").Inc()
+			continue
+		}
+		c.forwarded.WithLabelValues("put", "ok").Inc()
+		stored = true
+	}
+	return stored
+}
+
+// Contains reports whether any owner holds key.
+func (c *Cluster) Contains(ctx context.Context, key string) bool {
+	for _, o := range c.Owners(key) {
+		if o == c.cfg.Self {
+			if c.local.Contains(key) {
+				return true
+			}
+			continue
+		}
+		ok, err := c.pool(o).exist(ctx, key)
+		switch {
+		case err != nil:
+			c.forwarded.WithLabelValues("exist", "error").Inc()
+		case ok:
+			c.forwarded.WithLabelValues("exist", "hit").Inc()
+			return true
+		default:
+			c.forwarded.WithLabelValues("exist", "miss").Inc()
+		}
+	}
+	return false
+}
+
+// pool is a bounded set of lm:// clients to one peer.
+type pool struct {
+	idle chan *lmproto.Client
+	mk   func() *lmproto.Client
+}
+
+func newPool(addr string, cfg Config) *pool {
+	p := &pool{idle: make(chan *lmproto.Client, cfg.ConnsPerPeer)}
+	p.mk = func() *lmproto.Client { return lmproto.Dial(addr, cfg.Timeout, cfg.MaxValueBytes) }
+	for range cfg.ConnsPerPeer {
+		p.idle <- p.mk()
+	}
+	return p
+}
+
+func (p *pool) with(ctx context.Context, f func(*lmproto.Client) error) error {
+	var c *lmproto.Client
+	select {
+	case c = <-p.idle:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { p.idle <- c }()
+	return f(c)
+}
+
+func (p *pool) get(ctx context.Context, key string) ([]byte, lmproto.Meta, error) {
+	var val []byte
+	var meta lmproto.Meta
+	err := p.with(ctx, func(c *lmproto.Client) error {
+		var err error
+		val, meta, err = c.Get(ctx, key)
+		return err
+	})
+	return val, meta, err
+}
+
+func (p *pool) put(ctx context.Context, key string, obj *store.Object) error {
+	return p.with(ctx, func(c *lmproto.Client) error { return c.Put(ctx, key, obj.Meta, obj.Value) })
+}
+
+func (p *pool) exist(ctx context.Context, key string) (bool, error) {
+	var ok bool
+	err := p.with(ctx, func(c *lmproto.Client) error {
+		var err error
+		ok, err = c.Exist(ctx, key)
+		return err
+	})
+	return ok, err
+}
+
+func (p *pool) close() {
+	for {
+		select {
+		case c := <-p.idle:
+			_ = c.Close()
+		default:
+			return
+		}
+	}
+}
