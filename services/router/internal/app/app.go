@@ -69,6 +69,29 @@ type kvStore interface {
 	strategy.BlockIndex
 }
 
+// confirming passes each committed batch to the store, then tells a
+// kvaware strategy in force which blocks the worker confirmed stored, so
+// its predictions for them end (events replace predictions).
+type confirming struct {
+	kvStore
+	app *App
+}
+
+func (c confirming) Commit(ch *kvindex.Change) error {
+	err := c.kvStore.Commit(ch)
+	if c.app.server == nil {
+		return err
+	}
+	if k, ok := c.app.server.Routing().Strategy.(interface{ Confirm(string, []uint64) }); ok {
+		for _, op := range ch.Ops {
+			if op.Kind == kvindex.OpAdd {
+				k.Confirm(ch.Worker, op.Keys)
+			}
+		}
+	}
+	return err
+}
+
 // App is a running router's parts.
 type App struct {
 	opts    Options
@@ -112,7 +135,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 		a.index = kvredis.New(redis.NewClient(ropts), kvredis.Config{})
 	}
-	a.kvsubs = kvsub.New(o.KVEvents, a.index, o.Log.With("component", "kvevents"))
+	a.kvsubs = kvsub.New(o.KVEvents, confirming{kvStore: a.index, app: a}, o.Log.With("component", "kvevents"))
 	if a.kvsubs.Enabled() {
 		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))
 	}

@@ -379,3 +379,63 @@ func TestKVAwareSharedRedisIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestKVAwareSeesEvictions: caches small enough to evict, and evictions
+// prefixaware cannot see. Each group's prefix is placed by the router
+// under test and copied once more by another router; then two workers are
+// flooded directly (another tenant's traffic) until they have evicted every
+// prefix. prefixaware still believes the flooded workers hold their groups
+// and sends the follow-ups there; kvaware has seen the BlockRemoved events
+// and sends them to the surviving copy where one exists.
+func TestKVAwareSeesEvictions(t *testing.T) {
+	const groups = 12
+	prompt := func(g, q int) string {
+		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
+			"prompt": strings.Repeat(fmt.Sprintf("tenant %d handbook section. ", g), 90) + fmt.Sprintf("Question %d?", q)})
+		return string(b)
+	}
+	run := func(t *testing.T, strategyName string) float64 {
+		ws := make([]*worker, 4)
+		for i := range ws {
+			// 400 blocks of 16 tokens: a flood of a few long prompts evicts
+			// every group prefix (about 700 tokens each) a worker holds.
+			ws[i] = startEventWorker(t, freePortRun(t), "map", "--num-gpu-blocks-override", "400", "--max-model-len", "4096", "--time-scale", "20")
+		}
+		r := startRouter(t, ws, kvEvents, func(o *Options) { o.Routing.Name = strategyName })
+		placer := startRouter(t, ws, func(o *Options) { o.Routing.Name = "roundrobin" })
+		if strategyName == "kvaware" {
+			waitIndexed(t, r, 0)
+		}
+		for g := range groups {
+			sendAll(t, r.url+"/v1/completions", []string{prompt(g, 0)})
+		}
+		var copies []string
+		for g := range groups {
+			copies = append(copies, prompt(g, 0))
+		}
+		sendAll(t, placer.url+"/v1/completions", copies)
+		// Another tenant floods two workers directly.
+		for _, w := range ws[:2] {
+			var flood []string
+			for i := range 6 {
+				b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
+					"prompt": strings.Repeat(fmt.Sprintf("unrelated tenant document %d line. ", i), 120)})
+				flood = append(flood, string(b))
+			}
+			sendAll(t, w.url+"/v1/completions", flood)
+		}
+		time.Sleep(200 * time.Millisecond) // the removals reach the subscribers
+		h0, q0 := hitCounts(t, ws)
+		for g := range groups {
+			sendAll(t, r.url+"/v1/completions", []string{prompt(g, 1)})
+		}
+		h1, q1 := hitCounts(t, ws)
+		return (h1 - h0) / (q1 - q0)
+	}
+	pa := run(t, "prefixaware")
+	kv := run(t, "kvaware")
+	t.Logf("follow-up prefix hit rate after evictions: prefixaware %.3f, kvaware %.3f", pa, kv)
+	if !(kv > pa+0.15) {
+		t.Errorf("kvaware hit rate %.3f, want clearly above prefixaware's %.3f", kv, pa)
+	}
+}

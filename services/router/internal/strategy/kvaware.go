@@ -256,6 +256,31 @@ func (k *KVAware) predict(keys []uint64, worker string, now time.Time) {
 	}
 }
 
+// Confirm drops worker's predictions for keys its own events just
+// reported stored: from then on the index is the truth, including any
+// later eviction a lingering prediction would hide.
+func (k *KVAware) Confirm(worker string, keys []uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, key := range keys {
+		ps, ok := k.preds[key]
+		if !ok {
+			continue
+		}
+		live := ps[:0]
+		for _, p := range ps {
+			if p.worker != worker {
+				live = append(live, p)
+			}
+		}
+		if len(live) == 0 {
+			delete(k.preds, key)
+		} else {
+			k.preds[key] = live
+		}
+	}
+}
+
 // Forget implements Forgetter.
 func (k *KVAware) Forget(endpointID string) {
 	k.fallback.Forget(endpointID)

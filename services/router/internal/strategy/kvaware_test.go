@@ -118,3 +118,21 @@ func TestKVAwarePredictions(t *testing.T) {
 		t.Fatal("predictions of a forgotten worker kept")
 	}
 }
+
+// TestKVAwareConfirmEndsPredictions: once the worker's events confirm the
+// blocks, the index alone decides — a later eviction is not hidden by a
+// prediction still within its TTL.
+func TestKVAwareConfirmEndsPredictions(t *testing.T) {
+	x := kvindex.New(1 << 10)
+	k := NewKVAware(KVAwareConfig{PredictionTTLSeconds: 60}, LoadGuardConfig{Window: 2}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+	e := kvEPs(0, 0)
+	prompt := tokenIDs(5, 16*4)
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	d, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+	x.Add(d.Endpoint, kvindex.GPU, keys) // the worker stored them
+	k.Confirm(d.Endpoint, keys)
+	x.Remove(d.Endpoint, kvindex.GPU, keys) // and evicted them
+	if again, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e); again.MatchedChunks != 0 {
+		t.Fatalf("an evicted, confirmed block is still credited: %+v", again)
+	}
+}
