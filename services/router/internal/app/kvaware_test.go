@@ -338,6 +338,7 @@ func TestKVAwareSharedRedisIndex(t *testing.T) {
 	}
 	r1, r2 := startRouter(t, ws, shared), startRouter(t, ws, shared)
 	waitIndexed(t, r1, len(ws))
+	waitIndexed(t, r2, len(ws))
 
 	served := func(r *router) map[string]float64 {
 		out := map[string]float64{}

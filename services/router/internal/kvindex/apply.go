@@ -168,10 +168,16 @@ func (w *Worker) cleared() {
 }
 
 // Reset forgets everything the worker held: it restarted. The sink drops
-// it with the next committed batch.
+// it at once (a change with no batch), and again with the next committed
+// batch, so a restarted worker that has published nothing yet is not
+// credited with its old process's blocks.
 func (w *Worker) Reset() {
-	w.change.Reset = true
 	clear(w.blocks)
+	w.change = Change{Worker: w.name, Reset: true, ResetOnly: true, Ops: w.change.Ops[:0]}
+	if err := w.sink.Commit(&w.change); err != nil {
+		w.stats.CommitErrors.Add(1)
+	}
+	w.change.ResetOnly = false // Reset stays set for the next batch
 }
 
 // Replayer fetches a worker's buffered batches from seq on (vLLM's replay

@@ -25,6 +25,10 @@ type Change struct {
 	Seq, Hash uint64
 	// Reset drops everything the worker held before Ops: it restarted.
 	Reset bool
+	// ResetOnly marks a change that carries no batch (Seq and Hash are
+	// meaningless): the restart was detected before the new process's
+	// first batch arrived.
+	ResetOnly bool
 	Ops   []Op
 }
 

@@ -72,6 +72,15 @@ func New(rdb *redis.Client, cfg Config) *Store {
 // kind, tier, n, key1..keyn.
 var commitScript = redis.NewScript(`
 local mark, reset, bprefix, worker, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+if reset == 'only' then
+  -- a restart seen before the new process's first batch: drop the old
+  -- process and forget its sequence, so the new one's batches apply
+  for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+    for t = 0, 2 do redis.call('HDEL', bprefix .. k, worker .. '|' .. t) end
+  end
+  redis.call('DEL', KEYS[3], KEYS[1])
+  return 1
+end
 local seq = tonumber(string.match(mark, '^(%d+):'))
 local cur = redis.call('GET', KEYS[1])
 if reset == '1' and redis.call('GET', KEYS[2]) ~= mark then
@@ -122,7 +131,11 @@ func (s *Store) Commit(c *kvindex.Change) error {
 	s.mu.Lock()
 	s.workers[c.Worker] = true
 	s.mu.Unlock()
-	args := []any{strconv.FormatUint(c.Seq, 10) + ":" + strconv.FormatUint(c.Hash, 16), boolArg(c.Reset), s.prefix + "b:", c.Worker, int(s.ttl.Seconds())}
+	reset := boolArg(c.Reset)
+	if c.ResetOnly {
+		reset = "only"
+	}
+	args := []any{strconv.FormatUint(c.Seq, 10) + ":" + strconv.FormatUint(c.Hash, 16), reset, s.prefix + "b:", c.Worker, int(s.ttl.Seconds())}
 	for _, op := range c.Ops {
 		kind := "a"
 		switch op.Kind {
