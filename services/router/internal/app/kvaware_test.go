@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -415,8 +416,14 @@ func TestKVAwareSeesEvictions(t *testing.T) {
 			copies = append(copies, prompt(g, 0))
 		}
 		sendAll(t, placer.url+"/v1/completions", copies)
-		// Another tenant floods two workers directly.
-		for _, w := range ws[:2] {
+		// Another tenant floods directly the two workers the router used
+		// most, where most groups' first copies live.
+		used := func(w *worker) float64 {
+			return scrape(t, r.url+"/metrics", `warmpath_router_requests_total{code="200",strategy="`+strategyName+`",worker="`+w.url+`"`)
+		}
+		byUse := slices.Clone(ws)
+		slices.SortFunc(byUse, func(a, b *worker) int { return cmp.Compare(used(b), used(a)) })
+		for _, w := range byUse[:2] {
 			var flood []string
 			for i := range 6 {
 				b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,

@@ -29,7 +29,7 @@ type Change struct {
 	// meaningless): the restart was detected before the new process's
 	// first batch arrived.
 	ResetOnly bool
-	Ops   []Op
+	Ops       []Op
 }
 
 // Sink takes a worker's index changes, one batch at a time, in order.
