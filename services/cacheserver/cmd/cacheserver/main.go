@@ -50,6 +50,8 @@ func run() error {
 	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
+	diskDir := fs.String("disk-dir", "", "directory of the disk tier (objects evicted from memory are written behind here, promoted back on a hit); empty: memory only")
+	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time in-flight HTTP requests get on SIGTERM")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -72,7 +74,18 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mem := store.NewMemory(*memCap)
+	memory := store.NewMemory(*memCap)
+	var mem store.Store = memory
+	if *diskDir != "" {
+		disk, err := store.OpenDisk(*diskDir, *diskCap)
+		if err != nil {
+			return err
+		}
+		tiered := store.NewTiered(ctx, memory, disk, 1024, log)
+		defer tiered.Wait() // drain the write-behind queue on the way out
+		mem = tiered
+		log.Info("disk tier", "dir", *diskDir, "capacity_bytes", *diskCap, "objects", disk.Stats().Objects)
+	}
 	m := metrics.New(reg, mem)
 
 	var lc net.ListenConfig

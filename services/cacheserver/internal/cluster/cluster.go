@@ -41,7 +41,7 @@ type Config struct {
 // local store alone.
 type Cluster struct {
 	cfg       Config
-	local     *store.Memory
+	local     store.Store
 	forwarded *prometheus.CounterVec // op, result
 
 	mu    sync.RWMutex
@@ -51,7 +51,7 @@ type Cluster struct {
 
 // New returns a cluster over the local store; forwarded counts forwarded
 // requests by op and result (ok, hit, miss, error).
-func New(cfg Config, local *store.Memory, forwarded *prometheus.CounterVec) *Cluster {
+func New(cfg Config, local store.Store, forwarded *prometheus.CounterVec) *Cluster {
 	if cfg.Replicas < 1 {
 		cfg.Replicas = 1
 	}
@@ -140,7 +140,7 @@ func (c *Cluster) local0(owners []string) bool { return slices.Contains(owners, 
 
 // Local serves the node's own store with the Cluster's signatures: what
 // the peer listener uses, so a forwarded request is never forwarded again.
-type Local struct{ Mem *store.Memory }
+type Local struct{ Mem store.Store }
 
 // Get implements the lm:// server's backend.
 func (l Local) Get(_ context.Context, key string) (*store.Object, bool) { return l.Mem.Get(key) }

@@ -20,7 +20,7 @@ import (
 )
 
 // Handler returns the HTTP API over mem. maxValue bounds a PUT body.
-func Handler(mem *store.Memory, m *metrics.Metrics, reg *prometheus.Registry, maxValue int64) http.Handler {
+func Handler(mem store.Store, m *metrics.Metrics, reg *prometheus.Registry, maxValue int64) http.Handler {
 	mux := http.NewServeMux()
 	h := &api{mem: mem, metrics: m, max: maxValue}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -35,7 +35,7 @@ func Handler(mem *store.Memory, m *metrics.Metrics, reg *prometheus.Registry, ma
 }
 
 type api struct {
-	mem     *store.Memory
+	mem     store.Store
 	metrics *metrics.Metrics
 	max     int64
 }
@@ -132,10 +132,13 @@ func (a *api) del(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) stats(w http.ResponseWriter, _ *http.Request) {
-	st := a.mem.Stats()
+	tiers := map[string]any{}
+	for _, t := range a.mem.Tiers() {
+		tiers[t.Name] = map[string]any{
+			"objects": t.Objects, "bytes": t.Bytes, "capacityBytes": t.Capacity,
+			"hits": t.Hits, "misses": t.Misses, "evictions": t.Evictions, "rejected": t.Rejected,
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"tiers": map[string]any{"memory": map[string]any{
-		"objects": st.Objects, "bytes": st.Bytes, "capacityBytes": st.Capacity,
-		"hits": st.Hits, "misses": st.Misses, "evictions": st.Evictions, "rejected": st.Rejected,
-	}}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"tiers": tiers})
 }

@@ -24,7 +24,7 @@ type Metrics struct {
 }
 
 // New registers the metrics on reg, reading tier state from mem.
-func New(reg prometheus.Registerer, mem *store.Memory) *Metrics {
+func New(reg prometheus.Registerer, mem store.Store) *Metrics {
 	f := promauto.With(reg)
 	m := &Metrics{
 		Requests: f.NewCounterVec(prometheus.CounterOpts{
@@ -71,7 +71,7 @@ var (
 	rejectedDesc  = prometheus.NewDesc("warmpath_cache_rejected_objects_total", "Objects too large for a tier, not stored.", []string{"tier"}, nil)
 )
 
-type tierCollector struct{ mem *store.Memory }
+type tierCollector struct{ mem store.Store }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc} {
@@ -80,12 +80,14 @@ func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.mem.Stats()
-	ch <- prometheus.MustNewConstMetric(hitsDesc, prometheus.CounterValue, float64(st.Hits), "memory")
-	ch <- prometheus.MustNewConstMetric(missesDesc, prometheus.CounterValue, float64(st.Misses), "memory")
-	ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(st.Bytes), "memory")
-	ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(st.Capacity), "memory")
-	ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(st.Objects), "memory")
-	ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), "memory")
-	ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), "memory")
+	for _, t := range c.mem.Tiers() {
+		st := t.Stats
+		ch <- prometheus.MustNewConstMetric(hitsDesc, prometheus.CounterValue, float64(st.Hits), t.Name)
+		ch <- prometheus.MustNewConstMetric(missesDesc, prometheus.CounterValue, float64(st.Misses), t.Name)
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(st.Bytes), t.Name)
+		ch <- prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(st.Capacity), t.Name)
+		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(st.Objects), t.Name)
+		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), t.Name)
+		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), t.Name)
+	}
 }

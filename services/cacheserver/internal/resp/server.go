@@ -33,7 +33,7 @@ type Config struct {
 // Server serves RESP connections.
 type Server struct {
 	cfg     Config
-	mem     *store.Memory
+	mem     store.Store
 	metrics *metrics.Metrics
 	log     *slog.Logger
 
@@ -43,7 +43,7 @@ type Server struct {
 }
 
 // New returns a server over mem.
-func New(cfg Config, mem *store.Memory, m *metrics.Metrics, log *slog.Logger) *Server {
+func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
@@ -297,12 +297,12 @@ func (ss *session) handle(args [][]byte) {
 		}
 		ss.array(0)
 	case "INFO":
-		st := s.mem.Stats()
+		st := s.mem.Tiers()[0].Stats
 		var b bytes.Buffer
 		fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\nwarmpath_cacheserver:1\r\n# Memory\r\nused_memory:%d\r\nmaxmemory:%d\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", st.Bytes, st.Capacity, st.Objects)
 		ss.bulk(b.Bytes())
 	case "DBSIZE":
-		ss.integer(int(s.mem.Stats().Objects))
+		ss.integer(int(s.mem.Tiers()[0].Objects))
 	case "QUIT":
 		ss.simple("OK")
 		ss.quit = true
