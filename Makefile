@@ -11,6 +11,7 @@
 #   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
 #   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
 #   make bench-index       kvaware index ingest/lookup/memory -> bench/results/kv_index.json
+#   make bench-l2          cache server vs Redis throughput -> bench/results/l2_throughput.json
 #   make demo              two simulated workers on loopback, a few requests
 #   make tools             install what lint and tests need (cached outside the repo)
 #   make clean             remove bin/, dist/, leftover test containers and images
@@ -134,6 +135,11 @@ bench-router: ## router vs nginx: added latency and max RPS -> bench/results/rou
 .PHONY: bench-index
 bench-index: ## kvaware index: ingest rate, lookup latency, bytes per block -> bench/results/kv_index.json
 	cd services/router && $(GO) run ./tools/bench-index --out $(CURDIR)/bench/results/kv_index.json
+
+.PHONY: bench-l2
+bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> bench/results/l2_throughput.json
+	@scripts/install-tools.sh redis
+	$(GO) run ./tools/cmd/bench-l2
 
 .PHONY: images
 images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/

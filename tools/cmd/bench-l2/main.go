@@ -1,0 +1,319 @@
+// Command bench-l2 measures warmpath's cache server against Redis (Debian's
+// redis-server, persistence off) under the same Go client load — 8
+// connections, 80% GET / 20% SET over a small key set, values of 4 MiB and
+// 32 MiB — over RESP for both, over lm:// for the cache server, next to a
+// raw TCP transfer ceiling, all on loopback in one run. It writes
+// bench/results/l2_throughput.json (make bench-l2).
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/warmpath/warmpath/libs/lmproto"
+)
+
+func main() {
+	out := flag.String("out", "bench/results/l2_throughput.json", "report path")
+	dur := flag.Duration("duration", 3*time.Second, "measured time per target and value size")
+	conns := flag.Int("conns", 8, "concurrent connections")
+	flag.Parse()
+	if err := run(*out, *dur, *conns); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-l2:", err)
+		os.Exit(1)
+	}
+}
+
+// client is one connection's GET and SET.
+type client interface {
+	get(ctx context.Context, key string) (int, error)
+	set(ctx context.Context, key string, val []byte) error
+}
+
+type respClient struct{ c *redis.Client }
+
+func (r respClient) get(ctx context.Context, key string) (int, error) {
+	b, err := r.c.Get(ctx, key).Bytes()
+	return len(b), err
+}
+func (r respClient) set(ctx context.Context, key string, val []byte) error {
+	return r.c.Set(ctx, key, val, 0).Err()
+}
+
+type lmClient struct{ c *lmproto.Client }
+
+func (l lmClient) get(ctx context.Context, key string) (int, error) {
+	b, _, err := l.c.Get(ctx, key)
+	return len(b), err
+}
+func (l lmClient) set(ctx context.Context, key string, val []byte) error {
+	return l.c.Put(ctx, key, lmproto.Meta{Dtype: 3}, val)
+}
+
+type result struct {
+	GetGBps, SetGBps, GetP99ms float64
+	Errors                     int
+}
+
+// load runs the 80/20 mix on conns clients for d.
+func load(ctx context.Context, mk func() client, conns int, size int, d time.Duration) result {
+	val := make([]byte, size)
+	for i := range val {
+		val[i] = byte(i)
+	}
+	const keys = 8
+	seed := mk()
+	for k := range keys {
+		_ = seed.set(ctx, "bench-"+strconv.Itoa(k), val)
+	}
+	var mu sync.Mutex
+	var getBytes, setBytes int64
+	var lat []float64
+	errs := 0
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for w := range conns {
+		wg.Go(func() {
+			c := mk()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			var gb, sb int64
+			var l []float64
+			e := 0
+			for time.Now().Before(end) {
+				key := "bench-" + strconv.Itoa(r.IntN(keys))
+				if r.IntN(10) < 8 {
+					t0 := time.Now()
+					n, err := c.get(ctx, key)
+					if err != nil {
+						e++
+						continue
+					}
+					l = append(l, float64(time.Since(t0).Microseconds())/1e3)
+					gb += int64(n)
+				} else {
+					if err := c.set(ctx, key, val); err != nil {
+						e++
+						continue
+					}
+					sb += int64(size)
+				}
+			}
+			mu.Lock()
+			getBytes += gb
+			setBytes += sb
+			lat = append(lat, l...)
+			errs += e
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.Sort(lat)
+	res := result{GetGBps: float64(getBytes) / d.Seconds() / 1e9, SetGBps: float64(setBytes) / d.Seconds() / 1e9, Errors: errs}
+	if len(lat) > 0 {
+		res.GetP99ms = lat[len(lat)*99/100]
+	}
+	return res
+}
+
+// tcpCeiling is a raw transfer: each request (4-byte length) gets that
+// many bytes back from a preallocated buffer.
+func tcpCeiling(conns, size int, d time.Duration) (float64, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	buf := make([]byte, size)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var hdr [4]byte
+				for {
+					if _, err := io.ReadFull(c, hdr[:]); err != nil {
+						return
+					}
+					if _, err := c.Write(buf[:binary.LittleEndian.Uint32(hdr[:])]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	var total int64
+	var mu sync.Mutex
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range conns {
+		wg.Go(func() {
+			var d net.Dialer
+			c, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			rb := make([]byte, size)
+			var hdr [4]byte
+			binary.LittleEndian.PutUint32(hdr[:], uint32(size))
+			var n int64
+			for time.Now().Before(end) {
+				if _, err := c.Write(hdr[:]); err != nil {
+					return
+				}
+				if _, err := io.ReadFull(c, rb); err != nil {
+					return
+				}
+				n += int64(size)
+			}
+			mu.Lock()
+			total += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return float64(total) / d.Seconds() / 1e9, nil
+}
+
+func freeAddr() (string, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func waitTCP(addr string) error {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var d net.Dialer
+		if c, err := d.DialContext(context.Background(), "tcp", addr); err == nil {
+			return c.Close()
+		}
+	}
+	return fmt.Errorf("%s never accepted a connection", addr)
+}
+
+func run(out string, d time.Duration, conns int) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "bench-l2")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "cacheserver")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build cacheserver: %w\n%s", err, b)
+	}
+	lmAddr, _ := freeAddr()
+	respAddr, _ := freeAddr()
+	httpAddr, _ := freeAddr()
+	cs := exec.CommandContext(ctx, bin, "--lm-listen", lmAddr, "--resp-listen", respAddr, "--http-listen", httpAddr,
+		"--memory-capacity-bytes", strconv.Itoa(4<<30), "--max-value-bytes", strconv.Itoa(64<<20), "--log-level", "warn")
+	if err := cs.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cs.Process.Kill(); _ = cs.Wait() }()
+	redisBin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return errors.New("redis-server not on PATH: make tools installs it")
+	}
+	redisAddr, _ := freeAddr()
+	_, redisPort, _ := net.SplitHostPort(redisAddr)
+	rs := exec.CommandContext(ctx, redisBin, "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--proto-max-bulk-len", "64mb", "--dir", dir)
+	if err := rs.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = rs.Process.Kill(); _ = rs.Wait() }()
+	for _, a := range []string{lmAddr, respAddr, redisAddr} {
+		if err := waitTCP(a); err != nil {
+			return err
+		}
+	}
+	resp := func(addr string) func() client {
+		return func() client {
+			return respClient{redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})}
+		}
+	}
+	lm := func() client { return lmClient{lmproto.Dial(lmAddr, 10*time.Second, 64<<20)} }
+
+	type row struct {
+		Protocol        string  `json:"protocol"`
+		ValueBytes      int     `json:"value_bytes"`
+		RedisGetGBps    float64 `json:"redis_get_gbps"`
+		RedisSetGBps    float64 `json:"redis_set_gbps"`
+		WarmpathGetGBps float64 `json:"warmpath_get_gbps"`
+		WarmpathSetGBps float64 `json:"warmpath_set_gbps"`
+		WarmpathGetP99  float64 `json:"warmpath_get_p99_ms"`
+		RedisGetP99     float64 `json:"redis_get_p99_ms"`
+		TCPCeilingGBps  float64 `json:"tcp_ceiling_gbps"`
+		GetVsRedis      float64 `json:"warmpath_get_vs_redis"`
+		GetVsCeiling    float64 `json:"warmpath_get_vs_tcp_ceiling"`
+		Errors          int     `json:"errors"`
+	}
+	var rows []row
+	for _, size := range []int{4 << 20, 32 << 20} {
+		fmt.Fprintf(os.Stderr, "value %d MiB: redis…\n", size>>20)
+		r := load(ctx, resp(redisAddr), conns, size, d)
+		ceil, err := tcpCeiling(conns, size, d)
+		if err != nil {
+			return err
+		}
+		for _, p := range []struct {
+			name string
+			mk   func() client
+		}{{"resp", resp(respAddr)}, {"lm", lm}} {
+			fmt.Fprintf(os.Stderr, "value %d MiB: warmpath %s…\n", size>>20, p.name)
+			w := load(ctx, p.mk, conns, size, d)
+			rows = append(rows, row{Protocol: p.name, ValueBytes: size,
+				RedisGetGBps: round(r.GetGBps), RedisSetGBps: round(r.SetGBps), RedisGetP99: round(r.GetP99ms),
+				WarmpathGetGBps: round(w.GetGBps), WarmpathSetGBps: round(w.SetGBps), WarmpathGetP99: round(w.GetP99ms),
+				TCPCeilingGBps: round(ceil), GetVsRedis: round(w.GetGBps / r.GetGBps), GetVsCeiling: round(w.GetGBps / ceil),
+				Errors: r.Errors + w.Errors})
+		}
+	}
+	report := map[string]any{
+		"timestamp": time.Now().UTC().Format(time.RFC3339), "cores": runtime.NumCPU(), "go_version": runtime.Version(),
+		"connections": conns, "duration_s": d.Seconds(), "mix": "80% GET / 20% SET over 8 keys", "results": rows,
+		"goal": "warmpath GET throughput >= 2x Redis at both sizes and >= 50% of the TCP ceiling",
+	}
+	b, err := json.MarshalIndent(report, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil { //nolint:gosec // a committed report
+		return err
+	}
+	fmt.Println(string(b))
+	return nil
+}
+
+func round(v float64) float64 { return float64(int64(v*1000)) / 1000 }
