@@ -61,6 +61,9 @@ func run() error {
 	fs.IntVar(&o.DefaultChatMaxTokens, "default-chat-max-tokens", o.DefaultChatMaxTokens, "output tokens for chat requests without max_tokens (the simulator has no EOS)")
 	fs.Int64Var(&o.MaxBodyBytes, "max-request-body-bytes", o.MaxBodyBytes, "largest accepted request body")
 	fs.IntVar(&o.MaxWaitingRequests, "max-waiting-requests", o.MaxWaitingRequests, "queued requests beyond which new ones get 503 (bounds memory)")
+	fs.StringVar(&o.LMCache.RemoteURL, "lmcache-remote-url", "", "shared LMCache L2: lm://host:port (warmpath cache server) or redis://host:port (default: $LMCACHE_REMOTE_URL; needs the LMCache connector in --kv-transfer-config)")
+	fs.Int64Var(&o.LMCache.RemoteScale, "lmcache-remote-scale", o.LMCache.RemoteScale, "store each L2 chunk's KV divided by this (1: full size); fetch time is still charged for the full size")
+	fs.DurationVar(&o.LMCache.RemoteTimeout, "lmcache-remote-timeout", o.LMCache.RemoteTimeout, "bound on each L2 call; a failed call makes the L2 a miss for a second")
 	listPresets := fs.Bool("list-presets", false, "print each timing preset's derived figures and exit")
 	fs.StringVar(&o.WorkerID, "worker-id", "0", "LMCache worker/instance id label")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "time in-flight requests get to finish on SIGTERM")
@@ -71,7 +74,8 @@ func run() error {
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nEnvironment: VLLM_SIM_<FLAG> sets any flag; PYTHONHASHSEED fixes block hashes;\n"+
 			"VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 sends 32-byte hashes; LMCACHE_CHUNK_SIZE,\n"+
-			"LMCACHE_LOCAL_CPU and LMCACHE_MAX_LOCAL_CPU_SIZE (GB) size the LMCache L1.\n")
+			"LMCACHE_LOCAL_CPU and LMCACHE_MAX_LOCAL_CPU_SIZE (GB) size the LMCache L1;\n"+
+			"LMCACHE_REMOTE_URL names its L2.\n")
 	}
 	if err := flagenv.Apply(fs, "VLLM_SIM_"); err != nil {
 		return err
@@ -153,6 +157,9 @@ func upstreamEnv(o *app.Options) error {
 			return fmt.Errorf("LMCACHE_MAX_LOCAL_CPU_SIZE=%q: want a non-negative number of GB", v)
 		}
 		o.LMCache.MaxLocalCPUSizeGB = f
+	}
+	if v, ok := os.LookupEnv("LMCACHE_REMOTE_URL"); ok && o.LMCache.RemoteURL == "" {
+		o.LMCache.RemoteURL = v
 	}
 	return nil
 }

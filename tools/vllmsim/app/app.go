@@ -22,9 +22,11 @@ import (
 
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/lmproto"
 	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
+	"github.com/warmpath/warmpath/tools/vllmsim/l2remote"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
 	"github.com/warmpath/warmpath/tools/vllmsim/runtime"
 	"github.com/warmpath/warmpath/tools/vllmsim/server"
@@ -84,6 +86,14 @@ type LMCacheOptions struct {
 	LocalCPU bool
 	// MaxLocalCPUSizeGB is the L1 capacity in GB (LMCACHE_MAX_LOCAL_CPU_SIZE).
 	MaxLocalCPUSizeGB float64
+	// RemoteURL is the shared L2 (LMCACHE_REMOTE_URL): lm://host:port or
+	// redis://host:port; empty means none.
+	RemoteURL string
+	// RemoteScale divides the bytes of each chunk stored in L2, so a
+	// laptop can hold a simulated fleet's KV (1 stores full-size chunks).
+	RemoteScale int64
+	// RemoteTimeout bounds each L2 call.
+	RemoteTimeout time.Duration
 }
 
 // DefaultOptions returns vLLM's defaults with the simulator's own choices.
@@ -99,7 +109,7 @@ func DefaultOptions() Options {
 		PrefixCachingHashAlgo:     "sha256_cbor",
 		KVEventsEncoding:          kvevents.MapEncoding,
 		KVEventsIntHashes:         true,
-		LMCache:                   LMCacheOptions{ChunkSize: 256, LocalCPU: true, MaxLocalCPUSizeGB: 5},
+		LMCache:                   LMCacheOptions{ChunkSize: 256, LocalCPU: true, MaxLocalCPUSizeGB: 5, RemoteScale: 64, RemoteTimeout: 2 * time.Second},
 		Tokenizer:                 "cl100k_base",
 		ChatTemplate:              "llama3",
 		Preset:                    timing.DefaultPreset,
@@ -118,6 +128,8 @@ type App struct {
 	rt        *runtime.Runtime
 	pub       *kvevents.Publisher
 	l1        *lmcache.L1
+	l2        *lmcache.Tiered
+	remote    l2remote.Client
 	engineCfg engine.Config
 	model     timing.Model
 }
@@ -181,13 +193,22 @@ func New(ctx context.Context, o Options) (*App, error) {
 		if kt.KVConnector != "LMCacheConnectorV1" {
 			return nil, fmt.Errorf("app: --kv-transfer-config: connector %q not simulated (only LMCacheConnectorV1)", kt.KVConnector)
 		}
-		if o.LMCache.LocalCPU {
+		if o.LMCache.LocalCPU || o.LMCache.RemoteURL != "" {
+			maxBytes := int64(o.LMCache.MaxLocalCPUSizeGB * 1e9)
+			if !o.LMCache.LocalCPU {
+				maxBytes = 0 // L2 only: an L1 that holds nothing keeps the counters
+			}
 			a.l1, err = lmcache.New(lmcache.Config{
 				ChunkSize:     o.LMCache.ChunkSize,
-				MaxBytes:      int64(o.LMCache.MaxLocalCPUSizeGB * 1e9),
+				MaxBytes:      maxBytes,
 				BytesPerToken: int64(preset.KVBytesPerToken() / preset.TensorParallel),
 			}, hasher)
 			if err != nil {
+				return nil, err
+			}
+		}
+		if o.LMCache.RemoteURL != "" {
+			if err := a.openRemote(ctx, preset.TensorParallel); err != nil {
 				return nil, err
 			}
 		}
@@ -198,7 +219,10 @@ func New(ctx context.Context, o Options) (*App, error) {
 		MaxNumBatchedTokens: o.MaxNumBatchedTokens, MaxModelLen: o.MaxModelLen,
 		EnablePrefixCaching: o.EnablePrefixCaching, Timing: model, Hasher: hasher,
 	}
-	if a.l1 != nil {
+	switch {
+	case a.l2 != nil:
+		a.engineCfg.Connector = a.l2
+	case a.l1 != nil:
 		a.engineCfg.Connector = a.l1
 	}
 	eng, err := engine.New(a.engineCfg)
@@ -234,11 +258,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if a.pub != nil {
 		pubStats = func() (uint64, uint64) { s := a.pub.Stats(); return s.Published, s.Dropped }
 	}
-	rtCfg.Observer = simmetrics.New(reg, simmetrics.Info{
+	sm := simmetrics.New(reg, simmetrics.Info{
 		ModelName: o.ServedModelNames[0], WorkerID: o.WorkerID,
 		GPUMemoryUtilization: o.GPUMemoryUtilization, Timing: model,
-	}, a.rt, a.l1, pubStats)
-	a.rt.SetObserver(rtCfg.Observer)
+	}, a.rt, a.l1, a.l2, pubStats)
+	a.rt.SetObserver(sm)
+	if a.l2 != nil {
+		a.l2.SetObserver(sm)
+	}
 
 	srv, err := server.New(server.Config{
 		ServedModelNames: o.ServedModelNames, ModelRoot: o.Model, MaxModelLen: o.MaxModelLen,
@@ -253,9 +280,41 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.handler = srv
 	o.Log.Info("engine ready", "model", o.Model, "timing", model.String(), "num_gpu_blocks", numBlocks,
-		"block_size", o.BlockSize, "prefix_caching", o.EnablePrefixCaching, "lmcache_l1", a.l1 != nil,
+		"block_size", o.BlockSize, "prefix_caching", o.EnablePrefixCaching, "lmcache_l1", a.l1 != nil, "lmcache_remote", o.LMCache.RemoteURL,
 		"kv_events", a.pub != nil, "time_scale", o.TimeScale)
 	return a, nil
+}
+
+// openRemote connects the LMCache L2 named by --lmcache-remote-url behind
+// the L1. Keys follow LMCache's layout, model@world_size@worker_id@hash@dtype,
+// so every simulated worker of one model shares them.
+func (a *App) openRemote(ctx context.Context, worldSize int) error {
+	o := a.opts.LMCache
+	if o.RemoteScale < 1 {
+		return fmt.Errorf("app: lmcache remote scale %d: want ≥ 1", o.RemoteScale)
+	}
+	valueBytes := a.l1.ChunkBytes() / o.RemoteScale
+	prefix := fmt.Sprintf("%s@%d@0@", a.opts.Model, worldSize)
+	const suffix = "@bfloat16"
+	probe := prefix + strings.Repeat("0", 2*blockhash.Size) + suffix
+	if err := lmproto.ValidKey(probe); err != nil {
+		return fmt.Errorf("app: lmcache remote keys for model %q: %w", a.opts.Model, err)
+	}
+	cl, err := l2remote.Open(o.RemoteURL, o.RemoteTimeout, int(valueBytes)+4096)
+	if err != nil {
+		return fmt.Errorf("app: --lmcache-remote-url: %w", err)
+	}
+	a.l2, err = lmcache.NewTiered(ctx, a.l1, lmcache.RemoteConfig{
+		Remote: cl, KeyPrefix: prefix, KeySuffix: suffix, Scale: o.RemoteScale,
+		NetworkSeconds: a.model.NetworkSeconds,
+		Timeout:        o.RemoteTimeout, Log: a.opts.Log.With("component", "lmcache-remote"),
+	})
+	if err != nil {
+		_ = cl.Close()
+		return err
+	}
+	a.remote = cl
+	return nil
 }
 
 // Handler returns the HTTP API.
@@ -311,6 +370,12 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) e
 	if a.pub != nil {
 		if cerr := a.pub.Close(); cerr != nil {
 			a.opts.Log.Warn("close kv events publisher", "err", cerr)
+		}
+	}
+	if a.l2 != nil {
+		a.l2.Close()
+		if cerr := a.remote.Close(); cerr != nil {
+			a.opts.Log.Warn("close lmcache remote", "err", cerr)
 		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {

@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 )
 
@@ -472,4 +473,56 @@ func httpGet(url string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
+}
+
+func TestTwoWorkersShareKVThroughL2(t *testing.T) {
+	// Two workers share a real Redis as LMCache's L2, with L1 off so every
+	// external hit is a remote one: the second serves from L2 a prefix the
+	// first computed.
+	l2 := testredis.Start(t)
+	lmcache := func(o *Options) {
+		o.KVTransferConfig = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`
+		o.LMCache.LocalCPU = false
+		o.LMCache.RemoteURL = l2
+		o.LMCache.RemoteScale = 256 // 128 KiB values
+	}
+	a, b := startSim(t, lmcache), startSim(t, lmcache)
+	params := openai.CompletionNewParams{
+		Model:     openai.CompletionNewParamsModel(modelName),
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String(longPrompt("shared", 1500))},
+		MaxTokens: openai.Int(4),
+	}
+	ca, cb := a.client(), b.client()
+	first, err := ca.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := first.Usage.PromptTokens / 256
+	deadline := time.Now().Add(10 * time.Second)
+	for a.metric(t, "lmcache:num_remote_write_requests_total") < float64(chunks) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker a wrote %v chunks to L2, want %d", a.metric(t, "lmcache:num_remote_write_requests_total"), chunks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	second, err := cb.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := second.Usage.PromptTokensDetails.CachedTokens, chunks*256; got != want {
+		t.Errorf("worker b cached tokens = %d, want %d from L2", got, want)
+	}
+	if got, want := b.metric(t, "lmcache:num_remote_read_bytes_total"), float64(chunks*256*131072/256); got != want {
+		t.Errorf("lmcache:num_remote_read_bytes_total = %v, want %v", got, want)
+	}
+	if got := b.metric(t, "vllm:external_prefix_cache_hits_total"); got != float64(chunks*256) {
+		t.Errorf("vllm:external_prefix_cache_hits_total = %v, want %d", got, chunks*256)
+	}
+	if got := b.metric(t, "lmcache:remote_time_to_get_count"); got != float64(chunks) {
+		t.Errorf("lmcache:remote_time_to_get_count = %v, want %d", got, chunks)
+	}
+	// The L2 fetch replaced the prefill: b's first token came sooner.
+	if ta, tb := a.metric(t, "vllm:time_to_first_token_seconds_sum"), b.metric(t, "vllm:time_to_first_token_seconds_sum"); !(tb < ta) {
+		t.Errorf("TTFT from L2 %.4fs, want below the cold prefill's %.4fs", tb, ta)
+	}
 }

@@ -31,6 +31,16 @@ type Connector interface {
 	Store(tokens []uint32, extra []string)
 }
 
+// Fetcher is a Connector whose remote tier moves real bytes: the engine
+// asks it to fetch a remote hit when it admits the request, and charges
+// the time it reports instead of the modelled network time.
+type Fetcher interface {
+	// FetchRemote fetches the KV of tokens[start:end] from the remote tier
+	// and returns where the fetched run ends (end when all arrived, less
+	// after a miss or an error) and the network seconds to charge.
+	FetchRemote(tokens []uint32, extra []string, start, end int) (fetchedEnd int, seconds float64)
+}
+
 // Hit is an external cache lookup result: leading tokens held, by tier.
 // CPU tokens come first, then Remote ones continue the prefix.
 type Hit struct {
@@ -238,9 +248,16 @@ func (e *Engine) Step(now float64) StepResult {
 	for _, s := range batch {
 		r := s.r
 		tb.LoadTokens[timing.TierCPU] += r.load[timing.TierCPU]
-		tb.LoadTokens[timing.TierRemote] += r.load[timing.TierRemote]
+		if r.fetchSeconds > 0 {
+			// Measured: only the PCIe copy is modelled.
+			tb.LoadTokens[timing.TierCPU] += r.load[timing.TierRemote]
+			tb.FetchSeconds += r.fetchSeconds
+		} else {
+			tb.LoadTokens[timing.TierRemote] += r.load[timing.TierRemote]
+		}
 		res.LoadedTokens += r.load[timing.TierCPU] + r.load[timing.TierRemote]
 		r.load = [2]int{}
+		r.fetchSeconds = 0
 		if r.computed >= len(r.Prompt) && s.n == 1 {
 			tb.DecodeContexts = append(tb.DecodeContexts, r.computed)
 			res.DecodeTokens++
@@ -352,6 +369,7 @@ func (e *Engine) schedule(now float64) ([]scheduled, int) {
 			r.Stats.CachedTokens = r.computed - hit.CPU - hit.Remote
 			r.Stats.ExternalTokens = hit.CPU + hit.Remote
 			r.Stats.ExternalCPU, r.Stats.ExternalRemote = hit.CPU, hit.Remote
+			r.Stats.FetchSeconds = r.fetchSeconds
 		}
 		e.running = append(e.running, r)
 		batch = append(batch, scheduled{r: r, n: n})
@@ -379,7 +397,16 @@ func (e *Engine) lookup(r *Request) ([]kvblock.ID, Hit) {
 		cpuEnd := min(ext.CPU, limit)
 		remoteEnd := min(ext.CPU+ext.Remote, limit)
 		hit.CPU = max(cpuEnd-gpu, 0)
-		hit.Remote = max(remoteEnd-max(cpuEnd, gpu), 0)
+		start := max(cpuEnd, gpu)
+		hit.Remote = max(remoteEnd-start, 0)
+		r.fetchSeconds = 0
+		if f, ok := e.cfg.Connector.(Fetcher); ok && hit.Remote > 0 {
+			end, secs := f.FetchRemote(r.tokens, r.Extra, start, remoteEnd)
+			hit.Remote = max(min(end, remoteEnd)-start, 0)
+			if hit.Remote > 0 {
+				r.fetchSeconds = secs
+			}
+		}
 	}
 	return hitBlocks, hit
 }
@@ -479,6 +506,7 @@ func (e *Engine) release(r *Request) {
 	r.computed = 0
 	r.registered = 0
 	r.load = [2]int{}
+	r.fetchSeconds = 0
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -361,6 +361,62 @@ func TestConnectorHitIsLoadedNotPrefilled(t *testing.T) {
 	}
 }
 
+// fetchingConnector holds cpu tokens in L1 and remote after them in L2,
+// of which only fetchable arrive when fetched, in secs.
+type fetchingConnector struct {
+	cpu, remote, fetchable int
+	secs                   float64
+	calls                  [][2]int
+}
+
+func (f *fetchingConnector) Lookup([]uint32, []string) Hit { return Hit{CPU: f.cpu, Remote: f.remote} }
+func (f *fetchingConnector) Store([]uint32, []string)      {}
+func (f *fetchingConnector) FetchRemote(_ []uint32, _ []string, start, end int) (int, float64) {
+	f.calls = append(f.calls, [2]int{start, end})
+	return min(start+f.fetchable, end), f.secs
+}
+
+func TestFetcherChargesMeasuredNetworkTime(t *testing.T) {
+	tests := []struct {
+		name                  string
+		conn                  fetchingConnector
+		wantRemote, wantStart int
+		wantFetch             float64
+	}{
+		{"all arrive", fetchingConnector{cpu: 256, remote: 256, fetchable: 256, secs: 0.5}, 256, 256, 0.5},
+		{"partial", fetchingConnector{cpu: 256, remote: 256, fetchable: 128, secs: 0.25}, 128, 256, 0.25},
+		{"nothing arrives", fetchingConnector{cpu: 0, remote: 512, fetchable: 0, secs: 0.1}, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := tt.conn
+			e := newEngine(t, func(c *Config) { c.Connector = &conn; c.MaxNumBatchedTokens = 2048 })
+			r := &Request{ID: "a", Prompt: prompt(1, 600), MaxTokens: 1}
+			if err := e.Add(r); err != nil {
+				t.Fatal(err)
+			}
+			res := e.Step(0)
+			if len(conn.calls) != 1 || conn.calls[0] != [2]int{tt.wantStart, tt.conn.cpu + tt.conn.remote} {
+				t.Fatalf("fetch calls %v, want one from %d to %d", conn.calls, tt.wantStart, tt.conn.cpu+tt.conn.remote)
+			}
+			if r.Stats.ExternalRemote != tt.wantRemote || r.Stats.FetchSeconds != tt.wantFetch {
+				t.Fatalf("remote tokens %d fetched in %vs, want %d in %vs", r.Stats.ExternalRemote, r.Stats.FetchSeconds, tt.wantRemote, tt.wantFetch)
+			}
+			// The step costs the modelled PCIe copy of every loaded token plus
+			// the measured network time; the prefill covers the rest.
+			loaded := tt.conn.cpu + tt.wantRemote
+			want := testModel(t).StepSeconds(timing.Batch{
+				Prefill:      []timing.Chunk{{Start: loaded, N: 600 - loaded}},
+				LoadTokens:   [2]int{loaded, 0},
+				FetchSeconds: tt.wantFetch,
+			})
+			if res.Duration != want || res.PrefillTokens != 600-loaded {
+				t.Fatalf("step %vs prefilling %d, want %vs prefilling %d", res.Duration, res.PrefillTokens, want, 600-loaded)
+			}
+		})
+	}
+}
+
 func TestAddValidation(t *testing.T) {
 	e := newEngine(t, nil)
 	tests := []struct {

@@ -44,6 +44,9 @@ type Request struct {
 	hashes     []blockhash.Hash
 	// load holds tokens to be loaded from external tiers in the next step.
 	load [2]int
+	// fetchSeconds is the measured network time of load's remote part
+	// (0: modelled).
+	fetchSeconds float64
 	// stored says the prompt's KV was handed to the connector.
 	stored bool
 }
@@ -58,9 +61,12 @@ type Stats struct {
 	CachedTokens int
 	// ExternalTokens are prompt tokens loaded from LMCache tiers at first
 	// admission instead of being prefilled.
-	ExternalTokens   int
-	ExternalCPU      int
-	ExternalRemote   int
+	ExternalTokens int
+	ExternalCPU    int
+	ExternalRemote int
+	// FetchSeconds is the measured network time of the remote part (0
+	// when the network was modelled).
+	FetchSeconds     float64
 	Preemptions      int
 	QueueSeconds     float64
 	FirstScheduled   float64

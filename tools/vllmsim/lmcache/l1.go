@@ -6,7 +6,7 @@
 //
 // The store keeps no KV bytes — the simulator has none — only which chunks
 // exist and how many bytes they would take, so capacity and eviction behave
-// as in a real worker. The L2 tier arrives with the cache server.
+// as in a real worker. The L2 tier (Tiered) does move real bytes.
 package lmcache
 
 import (
@@ -115,6 +115,12 @@ func (c *L1) Lookup(tokens []uint32, extra []string) engine.Hit {
 func (c *L1) Store(tokens []uint32, extra []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.store(tokens, extra)
+	c.counters.StoreRequests++
+}
+
+// store adds tokens' whole chunks; holds c.mu.
+func (c *L1) store(tokens []uint32, extra []string) {
 	if c.lru == nil {
 		return
 	}
@@ -152,7 +158,6 @@ func (c *L1) Store(tokens []uint32, extra []string) {
 		}
 	}
 	flush()
-	c.counters.StoreRequests++
 }
 
 // drainEvicted turns LRU evictions into Removed events; holds c.mu.

@@ -201,13 +201,16 @@ func (rt *Runtime) Run(ctx context.Context) (err error) {
 			}
 		}
 		start := rt.clock
+		began := time.Now()
 		res := rt.cfg.Engine.Step(start)
 		res.Events = rt.takeL1Events(res.Events)
 		rt.mu.Unlock()
 
 		rt.publish(res.Events)
 		if res.Duration > 0 {
-			timer.Reset(time.Duration(res.Duration / rt.cfg.TimeScale * float64(time.Second)))
+			// The step's own wall time (an L2 fetch is real I/O, and it is
+			// already in Duration) comes off the wait.
+			timer.Reset(time.Duration(res.Duration/rt.cfg.TimeScale*float64(time.Second)) - time.Since(began))
 			select {
 			case <-ctx.Done():
 				timer.Stop()

@@ -11,6 +11,7 @@ package simmetrics
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,6 +49,8 @@ var (
 	hitRateBuckets  = []float64{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0}
 	retrieveBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
 		1.0, 2.5, 5.0, 7.5, 10.0}
+	// remoteMillisBuckets: LMCache reports remote get/put times in ms.
+	remoteMillisBuckets = []float64{0.1, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
 )
 
 // tokenBuckets is vLLM's build_1_2_5_buckets(max_model_len).
@@ -78,10 +81,13 @@ type Metrics struct {
 	lmRequested      prometheus.Counter
 	lmHitTokens      prometheus.Counter
 	lmVLLMHitTokens  prometheus.Counter
+
+	remoteGetMillis, remotePutMillis prometheus.Histogram
 }
 
 // New registers every simulator metric on reg.
-func New(reg prometheus.Registerer, info Info, eng Engine, l1 *lmcache.L1, pub PublisherStats) *Metrics {
+// l2 is nil without a remote tier; then l1 may be nil too.
+func New(reg prometheus.Registerer, info Info, eng Engine, l1 *lmcache.L1, l2 *lmcache.Tiered, pub PublisherStats) *Metrics {
 	var maxLen int
 	var cfg engine.Config
 	eng.With(func(e *engine.Engine, _ float64) { cfg = e.Config(); maxLen = cfg.MaxModelLen })
@@ -119,8 +125,22 @@ func New(reg prometheus.Registerer, info Info, eng Engine, l1 *lmcache.L1, pub P
 	m.lmHitTokens = counter("lmcache:num_hit_tokens_total", "Total number of tokens hit in LMCache retrieves.", ll)
 	m.lmVLLMHitTokens = counter("lmcache:num_vllm_hit_tokens_total", "Number of tokens already hit in vLLM's prefix cache.", ll)
 
-	reg.MustRegister(&collector{info: info, cfg: cfg, eng: eng, l1: l1, pub: pub, vl: vl, ll: ll, descs: newDescs(vl, ll, info, cfg)})
+	if l2 != nil {
+		m.remoteGetMillis = hist("lmcache:remote_time_to_get", "Time to get KV from the remote backend, per chunk (ms).", remoteMillisBuckets, ll)
+		m.remotePutMillis = hist("lmcache:remote_time_to_put", "Time to put KV to the remote backend, per chunk (ms).", remoteMillisBuckets, ll)
+	}
+	reg.MustRegister(&collector{info: info, cfg: cfg, eng: eng, l1: l1, l2: l2, pub: pub, vl: vl, ll: ll, descs: newDescs(vl, ll, info, cfg)})
 	return m
+}
+
+// ObserveGet implements lmcache.RemoteObserver.
+func (m *Metrics) ObserveGet(d time.Duration, _ int) {
+	m.remoteGetMillis.Observe(float64(d) / float64(time.Millisecond))
+}
+
+// ObservePut implements lmcache.RemoteObserver.
+func (m *Metrics) ObservePut(d time.Duration, _ int) {
+	m.remotePutMillis.Observe(float64(d) / float64(time.Millisecond))
 }
 
 // ObserveStep implements runtime.StepObserver.
@@ -135,8 +155,11 @@ func (m *Metrics) ObserveStep(res engine.StepResult) {
 				m.lmRetrieveReqs.Inc()
 				m.lmRequested.Add(float64(s.ExternalTokens))
 				m.lmHitTokens.Add(float64(s.ExternalTokens))
-				m.lmTimeToRetrieve.Observe(m.info.Timing.LoadSeconds(timing.TierCPU, s.ExternalCPU) +
-					m.info.Timing.LoadSeconds(timing.TierRemote, s.ExternalRemote))
+				remote := m.info.Timing.LoadSeconds(timing.TierRemote, s.ExternalRemote)
+				if s.FetchSeconds > 0 { // measured network, modelled PCIe
+					remote = m.info.Timing.LoadSeconds(timing.TierCPU, s.ExternalRemote) + s.FetchSeconds
+				}
+				m.lmTimeToRetrieve.Observe(m.info.Timing.LoadSeconds(timing.TierCPU, s.ExternalCPU) + remote)
 			}
 			if s.PromptTokens > 0 {
 				m.lmHitRate.Observe(float64(s.CachedTokens+s.ExternalTokens) / float64(s.PromptTokens))
@@ -162,6 +185,9 @@ type descs struct {
 	promptTotal, generationTotal, preemptions               *prometheus.Desc
 	lmLookupReqs, lmLookupTokens, lmLookupHits, lmStoreReqs *prometheus.Desc
 	lmStoredTokens, lmEvictions, lmLocalUsage               *prometheus.Desc
+	lmRemoteReadReqs, lmRemoteReadBytes                     *prometheus.Desc
+	lmRemoteWriteReqs, lmRemoteWriteBytes                   *prometheus.Desc
+	remoteErrors, remoteCorrupt, remoteDropped              *prometheus.Desc
 	steps, clock, eventsPublished, eventsDropped, gpuBlocks *prometheus.Desc
 }
 
@@ -180,29 +206,36 @@ func newDescs(vl, ll prometheus.Labels, info Info, cfg engine.Config) descs {
 		"cache_dtype":            "auto",
 	}
 	return descs{
-		running:         d("vllm:num_requests_running", "Number of requests in model execution batches.", vl),
-		waiting:         d("vllm:num_requests_waiting", "Number of requests waiting to be processed.", vl),
-		usage:           d("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", vl),
-		cacheInfo:       prometheus.NewDesc("vllm:cache_config_info", "Information of the LLMEngine CacheConfig.", nil, cacheLabels),
-		prefixQueries:   d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", vl),
-		prefixHits:      d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", vl),
-		extQueries:      d("vllm:external_prefix_cache_queries_total", "External prefix cache queries from KV connector, in tokens.", vl),
-		extHits:         d("vllm:external_prefix_cache_hits_total", "External prefix cache hits from KV connector, in tokens.", vl),
-		promptTotal:     d("vllm:prompt_tokens_total", "Number of prefill tokens processed.", vl),
-		generationTotal: d("vllm:generation_tokens_total", "Number of generation tokens processed.", vl),
-		preemptions:     d("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", vl),
-		lmLookupReqs:    d("lmcache:num_lookup_requests_total", "Total number of lookup requests to LMCache.", ll),
-		lmLookupTokens:  d("lmcache:num_lookup_tokens_total", "Total number of tokens looked up in LMCache.", ll),
-		lmLookupHits:    d("lmcache:num_lookup_hits_total", "Total number of tokens hit in LMCache lookups.", ll),
-		lmStoreReqs:     d("lmcache:num_store_requests_total", "Total number of store requests sent to LMCache.", ll),
-		lmStoredTokens:  d("lmcache:num_stored_tokens_total", "Total number of tokens stored in LMCache.", ll),
-		lmEvictions:     d("lmcache:local_cpu_evict_count_total", "Total number of chunks evicted from the local CPU backend.", ll),
-		lmLocalUsage:    d("lmcache:local_cache_usage", "Local cache usage (bytes) of LMCache.", ll),
-		steps:           d("warmpath_vllmsim_engine_steps_total", "Engine steps executed by the simulator.", sim),
-		clock:           d("warmpath_vllmsim_engine_clock_seconds", "Simulated engine time since start, in modelled GPU seconds.", sim),
-		eventsPublished: d("warmpath_vllmsim_kv_event_batches_published_total", "KV-cache event batches handed to the ZMQ publisher.", sim),
-		eventsDropped:   d("warmpath_vllmsim_kv_event_batches_dropped_total", "KV-cache event batches dropped because the publisher queue was full.", sim),
-		gpuBlocks:       d("warmpath_vllmsim_gpu_cached_blocks", "GPU KV blocks currently registered in the prefix cache.", sim),
+		running:            d("vllm:num_requests_running", "Number of requests in model execution batches.", vl),
+		waiting:            d("vllm:num_requests_waiting", "Number of requests waiting to be processed.", vl),
+		usage:              d("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", vl),
+		cacheInfo:          prometheus.NewDesc("vllm:cache_config_info", "Information of the LLMEngine CacheConfig.", nil, cacheLabels),
+		prefixQueries:      d("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", vl),
+		prefixHits:         d("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", vl),
+		extQueries:         d("vllm:external_prefix_cache_queries_total", "External prefix cache queries from KV connector, in tokens.", vl),
+		extHits:            d("vllm:external_prefix_cache_hits_total", "External prefix cache hits from KV connector, in tokens.", vl),
+		promptTotal:        d("vllm:prompt_tokens_total", "Number of prefill tokens processed.", vl),
+		generationTotal:    d("vllm:generation_tokens_total", "Number of generation tokens processed.", vl),
+		preemptions:        d("vllm:num_preemptions_total", "Cumulative number of preemptions from the engine.", vl),
+		lmLookupReqs:       d("lmcache:num_lookup_requests_total", "Total number of lookup requests to LMCache.", ll),
+		lmLookupTokens:     d("lmcache:num_lookup_tokens_total", "Total number of tokens looked up in LMCache.", ll),
+		lmLookupHits:       d("lmcache:num_lookup_hits_total", "Total number of tokens hit in LMCache lookups.", ll),
+		lmStoreReqs:        d("lmcache:num_store_requests_total", "Total number of store requests sent to LMCache.", ll),
+		lmStoredTokens:     d("lmcache:num_stored_tokens_total", "Total number of tokens stored in LMCache.", ll),
+		lmEvictions:        d("lmcache:local_cpu_evict_count_total", "Total number of chunks evicted from the local CPU backend.", ll),
+		lmLocalUsage:       d("lmcache:local_cache_usage", "Local cache usage (bytes) of LMCache.", ll),
+		lmRemoteReadReqs:   d("lmcache:num_remote_read_requests_total", "Total number of chunks read from the remote backend.", ll),
+		lmRemoteReadBytes:  d("lmcache:num_remote_read_bytes_total", "Total bytes read from the remote backend (scaled down by --lmcache-remote-scale).", ll),
+		lmRemoteWriteReqs:  d("lmcache:num_remote_write_requests_total", "Total number of chunks written to the remote backend.", ll),
+		lmRemoteWriteBytes: d("lmcache:num_remote_write_bytes_total", "Total bytes written to the remote backend (scaled down by --lmcache-remote-scale).", ll),
+		remoteErrors:       d("warmpath_vllmsim_lmcache_remote_errors_total", "Remote backend calls that failed; each skips the remote for a backoff.", sim),
+		remoteCorrupt:      d("warmpath_vllmsim_lmcache_remote_corrupt_total", "Remote values that were not the bytes stored, treated as misses.", sim),
+		remoteDropped:      d("warmpath_vllmsim_lmcache_remote_dropped_puts_total", "Chunk stores dropped because the remote writer's queue was full.", sim),
+		steps:              d("warmpath_vllmsim_engine_steps_total", "Engine steps executed by the simulator.", sim),
+		clock:              d("warmpath_vllmsim_engine_clock_seconds", "Simulated engine time since start, in modelled GPU seconds.", sim),
+		eventsPublished:    d("warmpath_vllmsim_kv_event_batches_published_total", "KV-cache event batches handed to the ZMQ publisher.", sim),
+		eventsDropped:      d("warmpath_vllmsim_kv_event_batches_dropped_total", "KV-cache event batches dropped because the publisher queue was full.", sim),
+		gpuBlocks:          d("warmpath_vllmsim_gpu_cached_blocks", "GPU KV blocks currently registered in the prefix cache.", sim),
 	}
 }
 
@@ -212,6 +245,7 @@ type collector struct {
 	cfg    engine.Config
 	eng    Engine
 	l1     *lmcache.L1
+	l2     *lmcache.Tiered
 	pub    PublisherStats
 	vl, ll prometheus.Labels
 	descs
@@ -230,6 +264,10 @@ func (c *collector) all() []*prometheus.Desc {
 	if c.l1 != nil {
 		out = append(out, d.extQueries, d.extHits, d.lmLookupReqs, d.lmLookupTokens, d.lmLookupHits,
 			d.lmStoreReqs, d.lmStoredTokens, d.lmEvictions, d.lmLocalUsage)
+	}
+	if c.l2 != nil {
+		out = append(out, d.lmRemoteReadReqs, d.lmRemoteReadBytes, d.lmRemoteWriteReqs, d.lmRemoteWriteBytes,
+			d.remoteErrors, d.remoteCorrupt, d.remoteDropped)
 	}
 	if c.pub != nil {
 		out = append(out, d.eventsPublished, d.eventsDropped)
@@ -278,6 +316,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.lmStoredTokens, float64(l.StoredTokens))
 		counter(d.lmEvictions, float64(l.Evictions))
 		gauge(d.lmLocalUsage, float64(c.l1.UsageBytes()))
+	}
+	if c.l2 != nil {
+		r := c.l2.RemoteCounters()
+		counter(d.lmRemoteReadReqs, float64(r.ReadRequests))
+		counter(d.lmRemoteReadBytes, float64(r.ReadBytes))
+		counter(d.lmRemoteWriteReqs, float64(r.WriteRequests))
+		counter(d.lmRemoteWriteBytes, float64(r.WriteBytes))
+		counter(d.remoteErrors, float64(r.Errors))
+		counter(d.remoteCorrupt, float64(r.Corrupt))
+		counter(d.remoteDropped, float64(r.DroppedPuts))
 	}
 	if c.pub != nil {
 		published, dropped := c.pub()

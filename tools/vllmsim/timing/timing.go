@@ -41,6 +41,10 @@ type Batch struct {
 	// LoadTokens is the number of tokens whose KV is loaded from each
 	// external tier during this step.
 	LoadTokens [2]int
+	// FetchSeconds is network time measured for remote loads instead of
+	// modelled: tokens whose fetch was measured are counted under TierCPU
+	// in LoadTokens (they still cross PCIe) and their network time here.
+	FetchSeconds float64
 }
 
 // Model prices engine steps. The zero value is not useful; build it from a
@@ -81,7 +85,7 @@ func (m Model) StepSeconds(b Batch) float64 {
 		attnTokenCtx += float64(ctx + 1)
 		kvReadTokens += float64(ctx)
 	}
-	load := m.LoadSeconds(TierCPU, b.LoadTokens[TierCPU]) + m.LoadSeconds(TierRemote, b.LoadTokens[TierRemote])
+	load := m.LoadSeconds(TierCPU, b.LoadTokens[TierCPU]) + m.LoadSeconds(TierRemote, b.LoadTokens[TierRemote]) + b.FetchSeconds
 	if newTokens == 0 {
 		return load
 	}
@@ -112,6 +116,16 @@ func (m Model) LoadSeconds(t Tier, tokens int) float64 {
 		secs += bytes / p.RemoteBytesPerSec
 	}
 	return secs
+}
+
+// NetworkSeconds is the modelled network part of loading tokens' KV from
+// the shared L2 (LoadSeconds(TierRemote) less the PCIe copy).
+func (m Model) NetworkSeconds(tokens int) float64 {
+	if tokens <= 0 {
+		return 0
+	}
+	p := m.Preset
+	return float64(tokens) * float64(p.KVBytesPerToken()) / float64(p.TensorParallel) / p.RemoteBytesPerSec
 }
 
 // PrefillSeconds is the time to prefill n tokens starting at start on an

@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/strategy"
-	"github.com/warmpath/warmpath/services/router/internal/testredis"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 )
 
