@@ -263,7 +263,7 @@ func TestRouter(t *testing.T) {
 
 	t.Run("metrics pass promtool", func(t *testing.T) {
 		_, body := c.do(t, http.MethodGet, "/metrics", nil)
-		checkMetrics(t, body)
+		harness.CheckMetrics(t, body)
 	})
 }
 
