@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/warmpath/warmpath/tools/bench/proc"
 )
 
 // ErrNoNginx is returned when no nginx binary is found.
@@ -133,7 +135,7 @@ func StartNginx(ctx context.Context, c NginxConfig) (*Proxy, error) {
 	if err := os.Chmod(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("routerbench: nginx dir: %w", err)
 	}
-	listen, err := freeAddr(ctx)
+	listen, err := proc.FreeAddr(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -148,12 +150,12 @@ func StartNginx(ctx context.Context, c NginxConfig) (*Proxy, error) {
 	// -e sends the errors nginx logs before reading its config to Dir too,
 	// instead of /var/log/nginx.
 	argv := []string{bin, "-p", c.Dir + "/", "-c", confPath, "-e", filepath.Join(c.Dir, "error.log")}
-	proc, err := startProcess("nginx", c.Dir, argv, nil)
+	child, err := proc.Start("nginx", c.Dir, argv, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Name: "nginx", URL: "http://" + listen, Version: version, proc: proc}
-	if err := proc.waitReady(ctx, p.URL+"/health", 10*time.Second); err != nil {
+	p := &Proxy{Name: "nginx", URL: "http://" + listen, Version: version, proc: child}
+	if err := child.WaitReady(ctx, p.URL+"/health", 10*time.Second); err != nil {
 		_ = p.Stop(5 * time.Second)
 		return nil, fmt.Errorf("routerbench: %w\nerror.log:\n%s", err, tail(filepath.Join(c.Dir, "error.log")))
 	}
@@ -175,5 +177,5 @@ func renderNginxConf(c NginxConfig, listen string) ([]byte, error) {
 
 // tail returns the last lines of a file, for error messages.
 func tail(path string) string {
-	return (&process{logPath: path}).logTail()
+	return proc.TailOf(path)
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/warmpath/warmpath/tools/bench/proc"
 )
 
 // RouterPackage is the router's main package, built when no binary is given.
@@ -66,7 +68,7 @@ func StartRouter(ctx context.Context, c RouterConfig) (*Proxy, error) {
 		}
 		version = "go build " + RouterPackage
 	}
-	listen, err := freeAddr(ctx)
+	listen, err := proc.FreeAddr(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -83,15 +85,15 @@ func StartRouter(ctx context.Context, c RouterConfig) (*Proxy, error) {
 // startProxy runs a proxy process listening on listen and returns once its
 // GET /ready answers 200 (within readyTimeout, 30s when zero).
 func startProxy(ctx context.Context, name, dir, listen, version string, argv []string, readyTimeout time.Duration) (*Proxy, error) {
-	proc, err := startProcess(name, dir, argv, nil)
+	child, err := proc.Start(name, dir, argv, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Name: name, URL: "http://" + listen, Version: version, proc: proc}
+	p := &Proxy{Name: name, URL: "http://" + listen, Version: version, proc: child}
 	if readyTimeout <= 0 {
 		readyTimeout = 30 * time.Second
 	}
-	if err := proc.waitReady(ctx, p.URL+"/ready", readyTimeout); err != nil {
+	if err := child.WaitReady(ctx, p.URL+"/ready", readyTimeout); err != nil {
 		_ = p.Stop(5 * time.Second)
 		return nil, fmt.Errorf("routerbench: %w", err)
 	}

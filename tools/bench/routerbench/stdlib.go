@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"time"
+
+	"github.com/warmpath/warmpath/tools/bench/proc"
 )
 
 // StdlibPackage is the plain net/http/httputil.ReverseProxy the stdlib
@@ -34,7 +36,7 @@ func StartStdlib(ctx context.Context, c StdlibConfig) (*Proxy, error) {
 		}
 		version = "go build " + StdlibPackage
 	}
-	listen, err := freeAddr(ctx)
+	listen, err := proc.FreeAddr(ctx)
 	if err != nil {
 		return nil, err
 	}

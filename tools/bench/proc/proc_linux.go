@@ -1,4 +1,4 @@
-package routerbench
+package proc
 
 import "syscall"
 

@@ -1,4 +1,8 @@
-package routerbench
+// Package proc runs the child processes of benchmarks and the demo: each in
+// its own process group with its output in a log file, polled until ready,
+// stopped with SIGTERM then SIGKILL, and killed by the kernel should the
+// parent die first.
+package proc
 
 import (
 	"bytes"
@@ -15,27 +19,12 @@ import (
 	"time"
 )
 
-// Proxy is a reverse proxy the benchmark started as a child process (nginx
-// or the router) and measures through its URL.
-type Proxy struct {
-	// Name is "nginx" or "router".
-	Name string
-	// URL is the proxy's base URL, http://127.0.0.1:<port>.
-	URL string
-	// Version identifies what ran: nginx's own report ("nginx/1.22.1"), the
-	// router binary's path, or "go build <package>" for a router built by
-	// the run.
-	Version string
-	proc    *process
-}
+// TailOf returns the last 2 KiB of the log file at path.
+func TailOf(path string) string { return (&Process{logPath: path}).LogTail() }
 
-// Stop ends the proxy: SIGTERM, then SIGKILL to its process group after
-// grace. It is safe to call more than once.
-func (p *Proxy) Stop(grace time.Duration) error { return p.proc.stop(grace) }
-
-// process is a child process with stdout and stderr in a log file. Its
+// Process is a child process with stdout and stderr in a log file. Its
 // exit is observed by one goroutine that closes exited.
-type process struct {
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
@@ -43,10 +32,16 @@ type process struct {
 	waitErr error // set before exited is closed
 }
 
-// startProcess starts argv in its own process group with output to
-// dir/<name>.log. On Linux the child gets SIGTERM should the benchmark die
+// Name is the process's name in errors and its log file's base name.
+func (p *Process) Name() string { return p.name }
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Start starts argv in its own process group with output to
+// dir/<name>.log. On Linux the child gets SIGTERM should the parent die
 // without stopping it.
-func startProcess(name, dir string, argv []string, env []string) (*process, error) {
+func Start(name, dir string, argv []string, env []string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -55,7 +50,7 @@ func startProcess(name, dir string, argv []string, env []string) (*process, erro
 	defer func() { _ = logf.Close() }() // the child keeps its own descriptor
 	// The child outlives no context of ours: stop ends it explicitly, and
 	// Pdeathsig covers the benchmark itself dying.
-	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // lifetime managed by process.stop
+	cmd := exec.Command(argv[0], argv[1:]...) //nolint:noctx // lifetime managed by Process.Stop
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -63,7 +58,7 @@ func startProcess(name, dir string, argv []string, env []string) (*process, erro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", name, argv[0], err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -71,9 +66,9 @@ func startProcess(name, dir string, argv []string, env []string) (*process, erro
 	return p, nil
 }
 
-// waitReady polls url until it answers 200, the process exits, timeout
+// WaitReady polls url until it answers 200, the process exits, timeout
 // passes or ctx ends.
-func (p *process) waitReady(ctx context.Context, url string, timeout time.Duration) error {
+func (p *Process) WaitReady(ctx context.Context, url string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
@@ -91,9 +86,9 @@ func (p *process) waitReady(ctx context.Context, url string, timeout time.Durati
 			if exit == nil {
 				exit = errors.New("exit status 0")
 			}
-			return fmt.Errorf("%s exited before it was ready (%w); log:\n%s", p.name, exit, p.logTail())
+			return fmt.Errorf("%s exited before it was ready (%w); log:\n%s", p.name, exit, p.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s after %v (last: %w); log:\n%s", p.name, url, timeout, last, p.logTail())
+			return fmt.Errorf("%s not ready at %s after %v (last: %w); log:\n%s", p.name, url, timeout, last, p.LogTail())
 		case <-tick.C:
 		}
 	}
@@ -115,9 +110,9 @@ func probe(ctx context.Context, client *http.Client, url string) error {
 	return nil
 }
 
-// stop sends SIGTERM, waits up to grace, then kills the process group. An
+// Stop sends SIGTERM, waits up to grace, then kills the process group. An
 // exit caused by the SIGTERM is not an error.
-func (p *process) stop(grace time.Duration) error {
+func (p *Process) Stop(grace time.Duration) error {
 	select {
 	case <-p.exited:
 		return nil
@@ -134,8 +129,8 @@ func (p *process) stop(grace time.Duration) error {
 	return fmt.Errorf("%s: did not stop within %v after SIGTERM; killed", p.name, grace)
 }
 
-// logTail returns the last 2 KiB of the process's log.
-func (p *process) logTail() string {
+// LogTail returns the last 2 KiB of the process's log.
+func (p *Process) LogTail() string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
@@ -152,10 +147,10 @@ func (p *process) logTail() string {
 	return "(empty)"
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
+// FreeAddr returns a loopback address with a port that was free a moment
 // ago. Another process may take it before the child binds it; the child
 // then fails to start and says so in its log.
-func freeAddr(ctx context.Context) (string, error) {
+func FreeAddr(ctx context.Context) (string, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {

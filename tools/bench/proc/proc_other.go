@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package routerbench
+package proc
 
 import "syscall"
 
