@@ -1,0 +1,174 @@
+// Package demo is `make demo`: the whole stack on one machine, showing
+// what cache-aware routing and tiered caching buy. For every routing
+// strategy, with LMCache L1 only and with the cache server as L2 behind
+// it, it starts a fresh stack (package stack), runs each workload through
+// the router in live mode, reads the workers' metrics, and reports the
+// comparison against round robin with L1 only.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/warmpath/warmpath/tools/bench/live"
+	"github.com/warmpath/warmpath/tools/bench/report"
+	"github.com/warmpath/warmpath/tools/bench/stack"
+)
+
+// Workload is a named request sequence.
+type Workload struct {
+	Name     string
+	Requests []live.Request
+}
+
+// Tiering is one cache configuration.
+type Tiering struct {
+	Name string
+	L2   bool
+}
+
+// Config is one demo run.
+type Config struct {
+	BinDir, OutDir string
+	Model          string
+	Workers        int
+	TimeScale      float64
+	Strategies     []string
+	Tierings       []Tiering
+	Workloads      []Workload
+	// SimArgs and SimEnv size every worker (preset, GPU blocks, L1).
+	SimArgs []string
+	SimEnv  []string
+	// CacheBytes is the cache server's memory capacity.
+	CacheBytes int64
+	// Baseline names the row changes are measured against.
+	Baseline string
+	Log      io.Writer
+}
+
+// Result is the demo's output.
+type Result struct {
+	Summaries []report.Summary `json:"summaries"`
+	Config    map[string]any   `json:"config"`
+	Plots     []string         `json:"plots"`
+}
+
+// Run runs every configuration and writes the report under cfg.OutDir.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	logDir := filepath.Join(cfg.OutDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	total := 0
+	for _, w := range cfg.Workloads {
+		total += len(w.Requests) * len(cfg.Strategies) * len(cfg.Tierings)
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(cfg.Log), progressbar.OptionSetDescription("requests"),
+		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+	var (
+		runs []report.Run
+		sums []report.Summary
+	)
+	for _, tier := range cfg.Tierings {
+		for _, strategy := range cfg.Strategies {
+			for _, w := range cfg.Workloads {
+				name := strategy + " / " + tier.Name
+				r, err := runOne(ctx, cfg, logDir, strategy, tier, w, bar)
+				if err != nil {
+					return nil, fmt.Errorf("demo: %s on %s: %w", name, w.Name, err)
+				}
+				r.Name = name
+				runs = append(runs, r)
+				sums = append(sums, report.Summarize(r))
+			}
+		}
+	}
+	_ = bar.Finish()
+	report.Compare(sums, cfg.Baseline)
+	res := &Result{Summaries: report.Sorted(sums), Config: map[string]any{
+		"workers": cfg.Workers, "time_scale": cfg.TimeScale, "model": cfg.Model, "sim_args": cfg.SimArgs, "sim_env": cfg.SimEnv,
+		"cache_bytes": cfg.CacheBytes, "baseline": cfg.Baseline,
+	}}
+	for _, w := range cfg.Workloads {
+		var wr []report.Run
+		var ws []report.Summary
+		for i, r := range runs {
+			if r.Workload == w.Name {
+				wr = append(wr, r)
+				ws = append(ws, sums[i])
+			}
+		}
+		paths, err := report.Plots(cfg.OutDir, w.Name, wr, ws)
+		if err != nil {
+			return nil, err
+		}
+		res.Plots = append(res.Plots, paths...)
+	}
+	return res, nil
+}
+
+// runOne starts a fresh stack, runs one workload through its router and
+// stops it.
+func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tiering, w Workload, bar *progressbar.ProgressBar) (report.Run, error) {
+	dir := filepath.Join(logDir, fmt.Sprintf("%s-%s-%s", strategy, tier.Name, w.Name))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return report.Run{}, err
+	}
+	st, err := stack.Start(ctx, stack.Config{
+		BinDir: cfg.BinDir, LogDir: dir, Model: cfg.Model, Workers: cfg.Workers, Strategy: strategy, L2: tier.L2,
+		SimArgs: cfg.SimArgs, SimEnv: cfg.SimEnv, TimeScale: cfg.TimeScale, CacheBytes: cfg.CacheBytes,
+	})
+	if err != nil {
+		return report.Run{}, err
+	}
+	defer func() { _ = st.Stop() }()
+	before, err := live.Scrape(ctx, st.WorkerURLs)
+	if err != nil {
+		return report.Run{}, err
+	}
+	start := time.Now()
+	results, err := live.Run(ctx, live.Config{
+		BaseURL: st.RouterURL + "/v1/", Model: cfg.Model,
+		Progress: func(int, int) { _ = bar.Add(1) },
+	}, w.Requests)
+	if err != nil {
+		return report.Run{}, err
+	}
+	makespan := time.Since(start)
+	after, err := live.Scrape(ctx, st.WorkerURLs)
+	if err != nil {
+		return report.Run{}, err
+	}
+	return toRun(w.Name, results, live.Delta(before, after), makespan, cfg.TimeScale), nil
+}
+
+// toRun converts wall-clock measurements into modelled GPU time (× the
+// time scale) and the workers' metric deltas into hit rate and spread.
+func toRun(workload string, results []live.Result, delta map[string]live.Counters, makespan time.Duration, scale float64) report.Run {
+	r := report.Run{Workload: workload, Makespan: time.Duration(float64(makespan) * scale), PerWorker: map[string]float64{}, HitRate: math.NaN()}
+	var queries, hits float64
+	for w, c := range delta {
+		r.PerWorker[w] = c[live.RequestsServed]
+		queries += c[live.PrefixQueries]
+		hits += c[live.PrefixHits] + c[live.ExternalHits]
+	}
+	if queries > 0 {
+		r.HitRate = hits / queries
+	}
+	for _, x := range results {
+		r.Samples = append(r.Samples, report.Sample{
+			TTFT: time.Duration(float64(x.TTFT) * scale), E2E: time.Duration(float64(x.E2E) * scale),
+			MeanITL: time.Duration(float64(x.MeanITL) * scale), PromptTokens: x.PromptTok, CachedTokens: x.CachedTok,
+			OutputTokens: x.OutputTok, Failed: x.Err != "",
+		})
+	}
+	return r
+}

@@ -1,0 +1,195 @@
+// Package stack starts warmpath's local stack as child processes on
+// loopback, from built binaries: simulated vLLM+LMCache workers, an
+// optional cache server as their shared L2, and the router in front with
+// one strategy. The demo and the live benchmarks start one per
+// configuration, so every run begins with cold caches.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warmpath/warmpath/tools/bench/proc"
+)
+
+// Config describes one stack.
+type Config struct {
+	// BinDir holds vllm-sim, router and cacheserver (make build's bin/).
+	BinDir string
+	// LogDir receives each process's log.
+	LogDir   string
+	Model    string
+	Workers  int
+	Strategy string
+	// L2 starts a cache server and points every worker's LMCache at it.
+	L2 bool
+	// SimArgs are extra vllm-sim flags for every worker (preset, cache sizes).
+	SimArgs []string
+	// SimEnv is extra environment for every worker (LMCACHE_*).
+	SimEnv    []string
+	TimeScale float64
+	// CacheBytes is the cache server's memory capacity.
+	CacheBytes int64
+	// ReadyTimeout bounds each process's start (30s when zero).
+	ReadyTimeout time.Duration
+}
+
+// Stack is a running stack.
+type Stack struct {
+	// RouterURL is the router's base URL (http://127.0.0.1:port).
+	RouterURL string
+	// WorkerURLs are the workers' base URLs.
+	WorkerURLs []string
+	// CacheURL is the cache server's HTTP base URL ("" without L2).
+	CacheURL string
+	procs    []*proc.Process
+}
+
+// Start starts the stack and waits until every part is ready; on failure
+// it stops what it started and says which part failed and why.
+func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 30 * time.Second
+	}
+	s := &Stack{}
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+		}
+	}()
+	ts := strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64)
+	var remote string
+	if cfg.L2 {
+		lm, resp, httpAddr, err := freeAddrs(ctx, 3)
+		if err != nil {
+			return nil, err
+		}
+		p, err := s.start(ctx, cfg, "cacheserver", []string{filepath.Join(cfg.BinDir, "cacheserver"),
+			"--lm-listen", lm, "--resp-listen", resp, "--http-listen", httpAddr,
+			"--memory-capacity-bytes", strconv.FormatInt(cfg.CacheBytes, 10), "--log-format", "text"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.CacheURL = "http://" + httpAddr
+		if err := p.WaitReady(ctx, s.CacheURL+"/readyz", cfg.ReadyTimeout); err != nil {
+			return nil, fmt.Errorf("stack: cache server: %w", err)
+		}
+		remote = "lm://" + lm
+	}
+	kvaware := cfg.Strategy == "kvaware"
+	workers := make([]*proc.Process, cfg.Workers)
+	for i := range cfg.Workers {
+		port, err := freePortRun(ctx, 3)
+		if err != nil {
+			return nil, err
+		}
+		argv := []string{filepath.Join(cfg.BinDir, "vllm-sim"), "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+			"--model", cfg.Model, "--time-scale", ts, "--worker-id", strconv.Itoa(i), "--log-format", "text",
+			"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`}
+		if kvaware {
+			argv = append(argv, "--kv-events-config", fmt.Sprintf(
+				`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d","topic":"kv"}`,
+				port+1, port+2))
+		}
+		if remote != "" {
+			argv = append(argv, "--lmcache-remote-url", remote)
+		}
+		argv = append(argv, cfg.SimArgs...)
+		env := append([]string{"PYTHONHASHSEED=0"}, cfg.SimEnv...)
+		if workers[i], err = s.start(ctx, cfg, "worker-"+strconv.Itoa(i), argv, env); err != nil {
+			return nil, err
+		}
+		s.WorkerURLs = append(s.WorkerURLs, "http://127.0.0.1:"+strconv.Itoa(port))
+	}
+	for i, w := range workers {
+		if err := w.WaitReady(ctx, s.WorkerURLs[i]+"/health", cfg.ReadyTimeout); err != nil {
+			return nil, fmt.Errorf("stack: worker %d: %w", i, err)
+		}
+	}
+	listen, err := proc.FreeAddr(ctx)
+	if err != nil {
+		return nil, err
+	}
+	argv := []string{filepath.Join(cfg.BinDir, "router"), "--listen", listen, "--workers", strings.Join(s.WorkerURLs, ","),
+		"--strategy", cfg.Strategy, "--log-format", "text", "--log-level", "warn"}
+	if kvaware {
+		argv = append(argv, "--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
+			"--tokenizer-local", cfg.Model+"=cl100k_base")
+	}
+	r, err := s.start(ctx, cfg, "router", argv, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.RouterURL = "http://" + listen
+	if err := r.WaitReady(ctx, s.RouterURL+"/ready", cfg.ReadyTimeout); err != nil {
+		return nil, fmt.Errorf("stack: router: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Stack) start(_ context.Context, cfg Config, name string, argv, env []string) (*proc.Process, error) {
+	p, err := proc.Start(name, cfg.LogDir, argv, env)
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// Stop stops every process, the router first.
+func (s *Stack) Stop() error {
+	var errs []error
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		if err := s.procs[i].Stop(5 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.procs = nil
+	return errors.Join(errs...)
+}
+
+func freeAddrs(ctx context.Context, n int) (a, b, c string, err error) {
+	addrs := make([]string, n)
+	for i := range addrs {
+		if addrs[i], err = proc.FreeAddr(ctx); err != nil {
+			return "", "", "", err
+		}
+	}
+	return addrs[0], addrs[1], addrs[2], nil
+}
+
+// freePortRun finds n consecutive free loopback ports: a worker's HTTP
+// port and, after it, its KV-event and replay ports.
+func freePortRun(ctx context.Context, n int) (int, error) {
+	var lc net.ListenConfig
+	for range 50 {
+		ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("stack: find free ports: %w", err)
+		}
+		base := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if base+n >= 1<<16 {
+			continue
+		}
+		ok := true
+		for p := base + 1; ok && p < base+n; p++ {
+			l, err := lc.Listen(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			_ = l.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, errors.New("stack: no run of free ports")
+}
