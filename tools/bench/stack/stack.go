@@ -57,6 +57,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 30 * time.Second
 	}
+	// Children run in their log directory: the binaries' path must not
+	// be relative.
+	if cfg.BinDir, err = filepath.Abs(cfg.BinDir); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 	s := &Stack{}
 	defer func() {
 		if err != nil {

@@ -126,6 +126,11 @@ func (t *Tokenizer) EncodeChat(msgs []openai.ChatMessage, addGenerationPrompt bo
 	return t.Encode(t.ApplyChatTemplate(msgs, addGenerationPrompt))
 }
 
+// Words returns the token ids of the common English words (each one token,
+// with its leading space) that generated text is drawn from: a sequence of
+// them decodes to text that encodes back to the same ids.
+func (t *Tokenizer) Words() []uint32 { return slices.Clone(t.words) }
+
 // Generator returns a deterministic source of output tokens: the same
 // prompt and seed give the same words, as greedy decoding would.
 func (t *Tokenizer) Generator(prompt []uint32, seed int64) func(i int) uint32 {
