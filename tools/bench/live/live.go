@@ -13,11 +13,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/warmpath/warmpath/tools/bench/workload"
 )
 
 // Message is one chat message.
@@ -264,4 +267,61 @@ func streamErr(err error) error {
 		return fmt.Errorf("HTTP %d: %s", apiErr.StatusCode, apiErr.Message)
 	}
 	return err
+}
+
+// Decoder turns token ids into text (the simulator's tokenizer).
+type Decoder interface {
+	Decode(ids []uint32) (string, error)
+}
+
+// FromWorkload renders workload requests as text. Shared parts (a system
+// prompt, a document) are decoded once.
+func FromWorkload(dec Decoder, reqs []workload.Request) ([]Request, error) {
+	// A part is known by where it starts and how long it is: a trace's
+	// cut last block shares its start with the whole block.
+	type partKey struct {
+		start *uint32
+		n     int
+	}
+	cache := map[partKey]string{}
+	text := func(p []uint32) (string, error) {
+		if len(p) == 0 {
+			return "", nil
+		}
+		key := partKey{&p[0], len(p)}
+		if s, ok := cache[key]; ok {
+			return s, nil
+		}
+		s, err := dec.Decode(p)
+		if err != nil {
+			return "", fmt.Errorf("live: decode: %w", err)
+		}
+		cache[key] = s
+		return s, nil
+	}
+	out := make([]Request, len(reqs))
+	for i, r := range reqs {
+		lr := Request{Arrival: r.Arrival, After: r.After, Think: r.Think, Session: r.Session, MaxTokens: r.MaxTokens}
+		if r.Chat {
+			for j, p := range r.Parts {
+				s, err := text(p)
+				if err != nil {
+					return nil, err
+				}
+				lr.Messages = append(lr.Messages, Message{Role: r.Roles[j], Content: s})
+			}
+		} else {
+			var b strings.Builder
+			for _, p := range r.Parts {
+				s, err := text(p)
+				if err != nil {
+					return nil, err
+				}
+				b.WriteString(s)
+			}
+			lr.Prompt = b.String()
+		}
+		out[i] = lr
+	}
+	return out, nil
 }

@@ -15,9 +15,13 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/warmpath/warmpath/tools/bench/demo"
+	"github.com/warmpath/warmpath/tools/bench/live"
 	"github.com/warmpath/warmpath/tools/bench/report"
+	"github.com/warmpath/warmpath/tools/bench/workload"
+	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 
 func main() {
@@ -42,26 +46,66 @@ func run(ctx context.Context, args []string) error {
 	}
 }
 
+// demoWorkloads are the demo's multi-round chat and long-document
+// workloads, with arrivals and think times divided by the time scale so
+// the load the simulated GPUs see is the one the workload describes.
+func demoWorkloads(seed uint64, scale float64) ([]demo.Workload, error) {
+	tok, err := tokenize.New("cl100k_base", "llama3")
+	if err != nil {
+		return nil, err
+	}
+	words := tok.Words()
+	mr, err := workload.MultiRound{Users: 32, Rounds: 4, System: 1000, Question: 150, Answer: 60, QPS: 4,
+		Think: 2 * time.Second, Seed: seed}.Generate(words)
+	if err != nil {
+		return nil, err
+	}
+	ld, err := workload.LongDoc{Docs: 24, DocTokens: 8192, Questions: 4, Question: 32, Output: 32, Rate: 6,
+		Seed: seed}.Generate(words)
+	if err != nil {
+		return nil, err
+	}
+	var out []demo.Workload
+	for _, w := range []struct {
+		name string
+		reqs []workload.Request
+	}{{"multi-round", mr}, {"long-doc", ld}} {
+		reqs, err := live.FromWorkload(tok, w.reqs)
+		if err != nil {
+			return nil, err
+		}
+		for i := range reqs {
+			reqs[i].Arrival = time.Duration(float64(reqs[i].Arrival) / scale)
+			reqs[i].Think = time.Duration(float64(reqs[i].Think) / scale)
+		}
+		out = append(out, demo.Workload{Name: w.name, Requests: reqs})
+	}
+	return out, nil
+}
+
 func runDemo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	bin := fs.String("bin-dir", "bin", "directory holding vllm-sim, router and cacheserver (make build)")
 	out := fs.String("out", "out/demo", "report directory (markdown, JSON, PNGs, logs)")
 	workers := fs.Int("workers", 4, "simulated workers")
-	scale := fs.Float64("time-scale", 20, "simulator speed-up over the modelled GPU; reported latencies are scaled back")
+	scale := fs.Float64("time-scale", 10, "simulator speed-up over the modelled GPU; reported latencies are scaled back")
 	strategies := fs.String("strategies", "roundrobin,session,prefixaware,kvaware", "strategies to compare")
 	gpuBlocks := fs.Int("gpu-blocks", 1024, "GPU KV blocks of 16 tokens per worker (small, so caching matters)")
-	l1GB := fs.Float64("l1-gb", 1, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
+	l1GB := fs.Float64("l1-gb", 2, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
 	seed := fs.Uint64("seed", 1, "workload seed")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	_ = seed
+	workloads, err := demoWorkloads(*seed, *scale)
+	if err != nil {
+		return err
+	}
 	cfg := demo.Config{
 		BinDir: *bin, OutDir: *out, Model: "meta-llama/Llama-3.1-8B-Instruct", Workers: *workers, TimeScale: *scale,
 		Strategies: strings.Split(*strategies, ","),
 		Tierings:   []demo.Tiering{{Name: "L1", L2: false}, {Name: "L1+L2", L2: true}},
-		Workloads:  tmpWorkloads(),
-		SimArgs:    []string{"--preset", "llama-3.1-8b-h100", "--num-gpu-blocks-override", fmt.Sprint(*gpuBlocks), "--max-model-len", "16384"},
+		Workloads:  workloads,
+		SimArgs:    []string{"--preset", "llama-3.1-8b-h100", "--num-gpu-blocks-override", fmt.Sprint(*gpuBlocks), "--max-model-len", "16384", "--lmcache-remote-scale", "1024"},
 		SimEnv:     []string{fmt.Sprintf("LMCACHE_MAX_LOCAL_CPU_SIZE=%g", *l1GB)},
 		CacheBytes: 2 << 30,
 		Baseline:   "roundrobin / L1",

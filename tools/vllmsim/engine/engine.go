@@ -360,6 +360,11 @@ func (e *Engine) schedule(now float64) ([]scheduled, int) {
 		if !e.admit(r, hitBlocks, hit, n) {
 			break // not enough blocks; retry next step
 		}
+		if loaded := e.fetch(r, hit); loaded.Remote < hit.Remote {
+			// What did not arrive is computed, in blocks already held.
+			n = min(n+hit.Remote-loaded.Remote, budget)
+			hit = loaded
+		}
 		e.waiting = e.waiting[1:]
 		r.status = Running
 		if !r.Stats.scheduledOnce {
@@ -379,7 +384,7 @@ func (e *Engine) schedule(now float64) ([]scheduled, int) {
 }
 
 // lookup finds a waiting request's GPU prefix hit and its external hit
-// beyond it, without taking anything. At least one token is always left to
+// beyond it, without taking or fetching anything. At least one token is always left to
 // compute, as vLLM needs logits for the last position.
 func (e *Engine) lookup(r *Request) ([]kvblock.ID, Hit) {
 	bs := e.cfg.BlockSize
@@ -397,18 +402,33 @@ func (e *Engine) lookup(r *Request) ([]kvblock.ID, Hit) {
 		cpuEnd := min(ext.CPU, limit)
 		remoteEnd := min(ext.CPU+ext.Remote, limit)
 		hit.CPU = max(cpuEnd-gpu, 0)
-		start := max(cpuEnd, gpu)
-		hit.Remote = max(remoteEnd-start, 0)
-		r.fetchSeconds = 0
-		if f, ok := e.cfg.Connector.(Fetcher); ok && hit.Remote > 0 {
-			end, secs := f.FetchRemote(r.tokens, r.Extra, start, remoteEnd)
-			hit.Remote = max(min(end, remoteEnd)-start, 0)
-			if hit.Remote > 0 {
-				r.fetchSeconds = secs
-			}
-		}
+		hit.Remote = max(remoteEnd-max(cpuEnd, gpu), 0)
 	}
 	return hitBlocks, hit
+}
+
+// fetch moves an admitted request's remote hit for real when the connector
+// can (Fetcher): only now, once the request holds its blocks, as vLLM
+// loads KV only for scheduled requests. The request's computed count drops
+// back to where the fetch stopped. It returns the hit as loaded.
+func (e *Engine) fetch(r *Request, hit Hit) Hit {
+	r.fetchSeconds = 0
+	f, ok := e.cfg.Connector.(Fetcher)
+	if !ok || hit.Remote == 0 {
+		return hit
+	}
+	start := r.computed - hit.Remote
+	end, secs := f.FetchRemote(r.tokens, r.Extra, start, r.computed)
+	got := max(min(end, r.computed)-start, 0)
+	short := hit.Remote - got
+	r.computed -= short
+	r.load[1] = got
+	e.counters.ExternalHits -= short
+	hit.Remote = got
+	if got > 0 {
+		r.fetchSeconds = secs
+	}
+	return hit
 }
 
 // admit takes the request's prefix-hit blocks and allocates blocks for the

@@ -417,6 +417,26 @@ func TestFetcherChargesMeasuredNetworkTime(t *testing.T) {
 	}
 }
 
+func TestFetchWaitsForAdmission(t *testing.T) {
+	// 64 blocks of 16: the first request's 600 tokens take 38, so the
+	// second cannot be admitted and must not fetch until the first ends.
+	conn := fetchingConnector{cpu: 0, remote: 512, fetchable: 512, secs: 0.01}
+	e := newEngine(t, func(c *Config) { c.Connector = &conn; c.NumGPUBlocks = 64; c.MaxNumBatchedTokens = 4096 })
+	for _, id := range []string{"a", "b"} {
+		if err := e.Add(&Request{ID: id, Prompt: prompt(len(id)+int(id[0]), 600), MaxTokens: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Step(0)
+	if len(conn.calls) != 1 || e.NumWaiting() != 1 {
+		t.Fatalf("after one step: %d fetches, %d waiting; want 1 fetch (the admitted request) and 1 waiting", len(conn.calls), e.NumWaiting())
+	}
+	run(t, e, 1)
+	if len(conn.calls) != 2 {
+		t.Fatalf("%d fetches in all, want one per request", len(conn.calls))
+	}
+}
+
 func TestAddValidation(t *testing.T) {
 	e := newEngine(t, nil)
 	tests := []struct {

@@ -77,7 +77,8 @@ type RemoteCounters struct {
 
 // Tiered is the LMCache connector with both tiers: L1 in CPU RAM and a
 // shared L2 reached through a Remote. Lookups consult L1 then L2 (a
-// contains call per chunk, stopping at the first miss, as LMCache does);
+// contains call per chunk not known to be there, stopping at the first
+// miss, as LMCache does);
 // the engine fetches an L2 hit through FetchRemote, which moves the real
 // bytes, checks them and promotes the chunks into L1; stores go to L1 at
 // once and to L2 from a background writer.
@@ -187,9 +188,14 @@ func (t *Tiered) Lookup(tokens []uint32, extra []string) engine.Hit {
 	hashes := t.hasher.Chain(tokens, cs, extra)
 	remote := 0
 	for _, h := range hashes[hit.CPU/cs:] {
-		ok, err := t.exists(h)
-		if err != nil || !ok {
-			break
+		if !t.isKnown(h) {
+			ok, err := t.exists(h)
+			if err != nil || !ok {
+				break
+			}
+			t.mu.Lock()
+			t.known.Add(h, struct{}{})
+			t.mu.Unlock()
 		}
 		remote += cs
 	}
@@ -203,6 +209,16 @@ func (t *Tiered) Lookup(tokens []uint32, extra []string) engine.Hit {
 	}
 	hit.Remote = remote
 	return hit
+}
+
+// isKnown reports whether h was written, fetched or found in L2 before.
+// The engine looks a waiting request up at every step until it is
+// admitted; asking L2 each time would cost a round trip per chunk per step.
+// A known chunk L2 has since evicted fails its fetch and is recomputed.
+func (t *Tiered) isKnown(h blockhash.Hash) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.known.Contains(h)
 }
 
 func (t *Tiered) exists(h blockhash.Hash) (bool, error) {
