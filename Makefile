@@ -146,8 +146,8 @@ images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/
 	@scripts/images.sh bin
 
 .PHONY: demo
-demo: ## two simulated workers on 127.0.0.1:8101/8102 and a few requests
-	@scripts/demo.sh
+demo: build ## the local stack on simulated workers: every strategy, L1 vs L1+L2 -> out/demo/ (report.md, PNGs)
+	bin/warmpath-bench demo --bin-dir bin --out out/demo
 
 .PHONY: clean
 clean: ## remove bin/, dist/, and the harness' leftover containers and cached images

@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -26,6 +27,8 @@ import (
 type Workload struct {
 	Name     string
 	Requests []live.Request
+	// Oracle is the workload's infinite-cache hit rate (0: unknown).
+	Oracle float64
 }
 
 // Tiering is one cache configuration.
@@ -70,9 +73,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, w := range cfg.Workloads {
 		total += len(w.Requests) * len(cfg.Strategies) * len(cfg.Tierings)
 	}
-	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(cfg.Log), progressbar.OptionSetDescription("requests"),
-		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionClearOnFinish())
+	bar := newBar(cfg.Log, total)
 	var (
 		runs []report.Run
 		sums []report.Summary
@@ -81,11 +82,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		for _, strategy := range cfg.Strategies {
 			for _, w := range cfg.Workloads {
 				name := strategy + " / " + tier.Name
+				fmt.Fprintf(cfg.Log, "demo: %-22s %s (%d requests)\n", name, w.Name, len(w.Requests))
 				r, err := runOne(ctx, cfg, logDir, strategy, tier, w, bar)
 				if err != nil {
 					return nil, fmt.Errorf("demo: %s on %s: %w", name, w.Name, err)
 				}
 				r.Name = name
+				r.OracleHitRate = w.Oracle
 				runs = append(runs, r)
 				sums = append(sums, report.Summarize(r))
 			}
@@ -130,24 +133,66 @@ func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tieri
 		return report.Run{}, err
 	}
 	defer func() { _ = st.Stop() }()
-	before, err := live.Scrape(ctx, st.WorkerURLs)
+	return Live(ctx, LiveConfig{BaseURL: st.RouterURL, Model: cfg.Model, Workers: st.WorkerURLs, TimeScale: cfg.TimeScale, Bar: bar}, w)
+}
+
+// LiveConfig says where Live sends a workload.
+type LiveConfig struct {
+	// BaseURL is the router's (or a worker's) base URL.
+	BaseURL, Model string
+	// Workers are scraped before and after, for hit rate and spread.
+	Workers []string
+	// TimeScale converts wall time back to modelled GPU time.
+	TimeScale float64
+	// Bar, when set, advances per request; else Log gets a progress bar.
+	Bar *progressbar.ProgressBar
+	Log io.Writer
+}
+
+// Live runs one workload against a running router or worker and returns
+// what it measured.
+func Live(ctx context.Context, cfg LiveConfig, w Workload) (report.Run, error) {
+	if cfg.TimeScale <= 0 {
+		cfg.TimeScale = 1
+	}
+	bar := cfg.Bar
+	if bar == nil {
+		bar = newBar(cfg.Log, len(w.Requests))
+		defer func() { _ = bar.Finish() }()
+	}
+	before, err := live.Scrape(ctx, cfg.Workers)
 	if err != nil {
 		return report.Run{}, err
 	}
 	start := time.Now()
 	results, err := live.Run(ctx, live.Config{
-		BaseURL: st.RouterURL + "/v1/", Model: cfg.Model,
+		BaseURL: strings.TrimSuffix(cfg.BaseURL, "/") + "/v1/", Model: cfg.Model,
 		Progress: func(int, int) { _ = bar.Add(1) },
 	}, w.Requests)
 	if err != nil {
 		return report.Run{}, err
 	}
 	makespan := time.Since(start)
-	after, err := live.Scrape(ctx, st.WorkerURLs)
+	after, err := live.Scrape(ctx, cfg.Workers)
 	if err != nil {
 		return report.Run{}, err
 	}
 	return toRun(w.Name, results, live.Delta(before, after), makespan, cfg.TimeScale), nil
+}
+
+// newBar is a progress bar on a terminal and nothing elsewhere (CI logs).
+func newBar(w io.Writer, total int) *progressbar.ProgressBar {
+	if f, ok := w.(*os.File); !ok || !isTerminal(f) {
+		w = io.Discard
+	}
+	return progressbar.NewOptions(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("requests"),
+		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30), progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // toRun converts wall-clock measurements into modelled GPU time (× the

@@ -1,6 +1,7 @@
 // Command warmpath-bench measures routing strategies and cache tiering.
 //
 //	warmpath-bench demo [flags]   the local stack on simulated workers, every strategy, L1 vs L1+L2
+//	warmpath-bench live [flags]   one workload against a running router or worker
 //
 // See docs/benchmarks.md. This file only wires flags to the packages.
 package main
@@ -36,13 +37,15 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: warmpath-bench demo [flags]")
+		return errors.New("usage: warmpath-bench demo|live [flags] (-h for each command's flags)")
 	}
 	switch args[0] {
 	case "demo":
 		return runDemo(ctx, args[1:])
+	case "live":
+		return runLive(ctx, args[1:])
 	default:
-		return fmt.Errorf("unknown command %q (demo)", args[0])
+		return fmt.Errorf("unknown command %q (demo, live)", args[0])
 	}
 }
 
@@ -75,10 +78,10 @@ func demoWorkloads(seed uint64, scale float64) ([]demo.Workload, error) {
 			return nil, err
 		}
 		for i := range reqs {
-			reqs[i].Arrival = time.Duration(float64(reqs[i].Arrival) / scale)
-			reqs[i].Think = time.Duration(float64(reqs[i].Think) / scale)
+			reqs[i].Arrival = scaled(reqs[i].Arrival, scale)
+			reqs[i].Think = scaled(reqs[i].Think, scale)
 		}
-		out = append(out, demo.Workload{Name: w.name, Requests: reqs})
+		out = append(out, demo.Workload{Name: w.name, Requests: reqs, Oracle: workload.OracleHitRate(w.reqs, 16)})
 	}
 	return out, nil
 }
@@ -91,7 +94,7 @@ func runDemo(ctx context.Context, args []string) error {
 	scale := fs.Float64("time-scale", 10, "simulator speed-up over the modelled GPU; reported latencies are scaled back")
 	strategies := fs.String("strategies", "roundrobin,session,prefixaware,kvaware", "strategies to compare")
 	gpuBlocks := fs.Int("gpu-blocks", 1024, "GPU KV blocks of 16 tokens per worker (small, so caching matters)")
-	l1GB := fs.Float64("l1-gb", 2, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
+	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
 	seed := fs.Uint64("seed", 1, "workload seed")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -131,4 +134,53 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "report: %s/report.md, report.json, %d plots\n", *out, len(res.Plots))
 	return f.Close()
+}
+
+func runLive(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("live", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080", "base URL of the router or worker (its /v1/ is used)")
+	model := fs.String("model", "meta-llama/Llama-3.1-8B-Instruct", "model to ask for")
+	workers := fs.String("workers", "", "comma-separated worker base URLs whose /metrics give hit rates and spread (default: --url)")
+	name := fs.String("name", "live", "label of this run in the report")
+	scale := fs.Float64("time-scale", 1, "the workers' --time-scale (simulated): arrivals are sent that much faster and latencies scaled back")
+	out := fs.String("out", "out/live", "report directory")
+	var wf workloadFlags
+	wf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tok, err := tokenize.New("cl100k_base", "llama3")
+	if err != nil {
+		return err
+	}
+	wreqs, err := wf.build(tok.Words())
+	if err != nil {
+		return err
+	}
+	reqs, err := live.FromWorkload(tok, wreqs)
+	if err != nil {
+		return err
+	}
+	for i := range reqs {
+		reqs[i].Arrival, reqs[i].Think = scaled(reqs[i].Arrival, *scale), scaled(reqs[i].Think, *scale)
+	}
+	ws := []string{*url}
+	if *workers != "" {
+		ws = strings.Split(*workers, ",")
+	}
+	r, err := demo.Live(ctx, demo.LiveConfig{BaseURL: *url, Model: *model, Workers: ws, TimeScale: *scale, Log: os.Stderr},
+		demo.Workload{Name: wf.name, Requests: reqs})
+	if err != nil {
+		return err
+	}
+	r.Name = *name
+	r.OracleHitRate = workload.OracleHitRate(wreqs, 16)
+	sums := []report.Summary{report.Summarize(r)}
+	if err := report.Table(os.Stdout, sums); err != nil {
+		return err
+	}
+	if _, err := report.Plots(*out, wf.name, []report.Run{r}, sums); err != nil {
+		return err
+	}
+	return report.WriteJSON(filepath.Join(*out, "report.json"), map[string]any{"summaries": sums})
 }
