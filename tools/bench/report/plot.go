@@ -20,6 +20,9 @@ import (
 // distribution of every configuration) and bars_<workload>.png (hit rate
 // and throughput per configuration) into dir, and returns their paths.
 func Plots(dir, workload string, runs []Run, sums []Summary) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
 	cdf := plot.New()
 	cdf.Title.Text = "TTFT CDF — " + workload
 	cdf.X.Label.Text = "TTFT (ms, log scale)"
