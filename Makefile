@@ -141,6 +141,10 @@ bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> 
 	@scripts/install-tools.sh redis
 	$(GO) run ./tools/cmd/bench-l2
 
+.PHONY: bench
+bench: bench-router bench-index bench-l2 ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
+	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md
+
 .PHONY: images
 images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/
 	@scripts/images.sh bin

@@ -111,3 +111,33 @@ func TestTableMarkdownAndPlots(t *testing.T) {
 		}
 	}
 }
+
+func TestResultsSection(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/x.json", []byte(`{"goal_met": true, "ratio": 1.5, "environment": {"cores": 2},
+		"results": [{"strategy": "kvaware", "hit_rate": 0.9}, {"strategy": "roundrobin", "hit_rate": 0.2, "extra": "a|b"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	md, err := report.RenderResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| ratio | 1.5 |", "| environment.cores | 2 |", "| hit_rate | strategy | extra |", "| 0.2 | roundrobin | a\\|b |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("rendered results lack %q:\n%s", want, md)
+		}
+	}
+	doc := dir + "/page.md"
+	if err := os.WriteFile(doc, []byte("# Page\n\nprose\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second run replaces the first's section
+		if err := report.UpdateDoc(doc, md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(doc)
+	if got := string(b); strings.Count(got, report.ResultsBegin) != 1 || !strings.HasPrefix(got, "# Page\n\nprose\n") || !strings.Contains(got, "| ratio | 1.5 |") {
+		t.Fatalf("page after two updates:\n%s", got)
+	}
+}

@@ -2,6 +2,7 @@
 //
 //	warmpath-bench demo [flags]   the local stack on simulated workers, every strategy, L1 vs L1+L2
 //	warmpath-bench live [flags]   one workload against a running router or worker
+//	warmpath-bench results        bench/results/*.json into docs/benchmarks.md
 //
 // See docs/benchmarks.md. This file only wires flags to the packages.
 package main
@@ -37,15 +38,17 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: warmpath-bench demo|live [flags] (-h for each command's flags)")
+		return errors.New("usage: warmpath-bench demo|live|results [flags] (-h for each command's flags)")
 	}
 	switch args[0] {
 	case "demo":
 		return runDemo(ctx, args[1:])
 	case "live":
 		return runLive(ctx, args[1:])
+	case "results":
+		return runResults(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q (demo, live)", args[0])
+		return fmt.Errorf("unknown command %q (demo, live, results)", args[0])
 	}
 }
 
@@ -183,4 +186,18 @@ func runLive(ctx context.Context, args []string) error {
 		return err
 	}
 	return report.WriteJSON(filepath.Join(*out, "report.json"), map[string]any{"summaries": sums})
+}
+
+func runResults(args []string) error {
+	fs := flag.NewFlagSet("results", flag.ContinueOnError)
+	dir := fs.String("dir", "bench/results", "directory of benchmark JSON")
+	doc := fs.String("doc", "docs/benchmarks.md", "page whose generated results section is rewritten")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	md, err := report.RenderResults(*dir)
+	if err != nil {
+		return err
+	}
+	return report.UpdateDoc(*doc, md)
 }
