@@ -32,8 +32,8 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 func main() {

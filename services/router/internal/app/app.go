@@ -23,7 +23,6 @@ import (
 
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -31,8 +30,9 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
+	"github.com/warmpath/warmpath/services/router/kvindex"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // Options configure a router.

@@ -18,8 +18,8 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // freePortRun returns a port p with p, p+1 and p+2 free on every interface:

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // File is the routing configuration file. Its strategy fields sit at the

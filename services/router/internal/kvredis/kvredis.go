@@ -26,7 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // Store is the Redis-backed index.

@@ -29,7 +29,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // Config says where workers publish. Endpoints are templates over the

@@ -3,7 +3,7 @@ package kvsub
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 var (

@@ -17,7 +17,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // BenchmarkProxyCompletion measures the router's own cost per non-streamed

@@ -23,8 +23,8 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
 	"github.com/warmpath/warmpath/services/router/internal/upstream"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // requestIDHeader carries the request id to the worker and back.

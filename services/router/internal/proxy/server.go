@@ -32,8 +32,8 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
 	"github.com/warmpath/warmpath/services/router/internal/upstream"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // Config holds the proxy settings fixed at start.

@@ -19,7 +19,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/warmpath/warmpath/libs/openai"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // Config tunes a Client.

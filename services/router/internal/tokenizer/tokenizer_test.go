@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/openai"
-	"github.com/warmpath/warmpath/services/router/internal/strategy"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // worker is a real HTTP server answering /tokenize like vLLM: one id per

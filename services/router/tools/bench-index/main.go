@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 func main() {

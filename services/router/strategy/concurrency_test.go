@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // TestConcurrentPicks runs Picks, Forgets and CacheKnowledge in parallel

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 func TestDefaults(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // KVAwareConfig configures kvaware. In a file:

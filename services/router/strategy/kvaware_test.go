@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warmpath/warmpath/services/router/internal/kvindex"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // tokenIDs is a deterministic token sequence for a seed.
