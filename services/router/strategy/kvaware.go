@@ -106,6 +106,14 @@ func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallba
 	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}}
 }
 
+// SetClock replaces the clock predictions expire by; the benchmark's
+// discrete-event mode runs kvaware in virtual time. Call it before Pick.
+func (k *KVAware) SetClock(now func() time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.now = now
+}
+
 // Name implements Strategy.
 func (*KVAware) Name() string { return NameKVAware }
 

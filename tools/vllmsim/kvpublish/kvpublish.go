@@ -84,3 +84,9 @@ func Convert(events []kvblock.Event, intHashes bool) []kvevents.Event {
 	}
 	return out
 }
+
+// Batch wraps converted events in a batch, for consumers in the same
+// process (the benchmark's discrete-event mode feeds the router's index).
+func Batch(events []kvblock.Event, intHashes bool) kvevents.Batch {
+	return kvevents.Batch{Events: Convert(events, intHashes)}
+}

@@ -1,0 +1,448 @@
+// Package des is warmpath-bench's discrete-event mode: a fleet of
+// simulated vLLM+LMCache workers behind the router's strategy, in one
+// process and in virtual time, so an hour of traffic over 8-64 workers
+// replays in seconds. It runs the very code the real parts run — the
+// simulator's engine model (tools/vllmsim/engine, lmcache) and the
+// router's strategies and KV index (services/router/strategy, kvindex) —
+// wired together by events instead of HTTP and ZMQ.
+//
+// What it leaves out: the network and the router's own latency (a request
+// reaches its worker the instant it arrives; KV events reach the index at
+// the end of the step that made them), tokenization (requests carry their
+// token ids; chat prompts are their messages' contents, without the
+// template), and the L2 cache server.
+package des
+
+import (
+	"cmp"
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/warmpath/warmpath/services/router/kvindex"
+	"github.com/warmpath/warmpath/services/router/strategy"
+	"github.com/warmpath/warmpath/tools/bench/report"
+	"github.com/warmpath/warmpath/tools/bench/workload"
+	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/tools/vllmsim/engine"
+	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
+	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
+	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+)
+
+// Config describes the fleet.
+type Config struct {
+	Workers int
+	// Preset is the timing preset (timing.DefaultPreset when empty).
+	Preset string
+	// NumGPUBlocks per worker; 0 derives it from the preset at 0.9
+	// memory utilisation.
+	NumGPUBlocks        int
+	BlockSize           int // 16 when zero
+	MaxNumSeqs          int // 256 when zero
+	MaxNumBatchedTokens int // 8192 when zero
+	MaxModelLen         int // when zero, what the GPU blocks hold, at most 131072
+	// L1Bytes is each worker's LMCache L1; 0 runs without LMCache.
+	L1Bytes int64
+	// Strategy is the router's strategy configuration.
+	Strategy strategy.Config
+	// Model names the model (it seeds the KV index's keys).
+	Model string
+}
+
+// Record is one request as simulated.
+type Record struct {
+	Worker                          string
+	Arrival, FirstToken, Finished   float64 // seconds of virtual time
+	PromptTokens, CachedTokens, Out int
+	// Rejected is the worker's reason for refusing the request (a prompt
+	// over the model length), as vLLM answers 400.
+	Rejected string
+}
+
+// Result is a simulation's outcome.
+type Result struct {
+	Records []Record
+	// Steps is the engine steps simulated over all workers.
+	Steps int
+}
+
+// Run simulates reqs on the fleet.
+func Run(cfg Config, reqs []workload.Request) (*Result, error) {
+	s, err := newSim(cfg, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return s.run()
+}
+
+type worker struct {
+	id       string
+	eng      *engine.Engine
+	l1       *lmcache.L1
+	feed     *kvindex.Worker
+	inFlight int
+	stepping bool
+	served   int
+}
+
+type sim struct {
+	cfg     Config
+	reqs    []workload.Request
+	workers []*worker
+	router  strategy.Strategy
+	now     float64
+	queue   events
+	seq     int
+	recs    []Record
+	waiters [][]int // requests waiting for each request to finish
+	steps   int
+}
+
+func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
+	if cfg.Workers < 1 {
+		return nil, errors.New("des: need at least one worker")
+	}
+	if cfg.Preset == "" {
+		cfg.Preset = timing.DefaultPreset
+	}
+	if cfg.BlockSize == 0 {
+		cfg.BlockSize = 16
+	}
+	if cfg.Model == "" {
+		cfg.Model = "model"
+	}
+	preset, err := timing.Lookup(cfg.Preset)
+	if err != nil {
+		return nil, err
+	}
+	model, err := timing.NewModel(preset)
+	if err != nil {
+		return nil, err
+	}
+	// Every worker shares PYTHONHASHSEED, as a fleet sharing an L2 must.
+	hasher, err := blockhash.New("0")
+	if err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs))}
+	idx := kvindex.New(1 << 24)
+	var kv *strategy.KVAware
+	sink := confirming{idx: idx, kv: func() *strategy.KVAware { return kv }}
+	for i := range cfg.Workers {
+		w := &worker{id: "http://worker-" + strconv.Itoa(i)}
+		blocks := cfg.NumGPUBlocks
+		if blocks == 0 {
+			blocks = model.NumGPUBlocks(cfg.BlockSize, 0.9)
+		}
+		maxLen := cfg.MaxModelLen
+		if maxLen == 0 {
+			maxLen = min(blocks*cfg.BlockSize, 131072)
+		}
+		ec := engine.Config{BlockSize: cfg.BlockSize, NumGPUBlocks: blocks, MaxNumSeqs: cfg.MaxNumSeqs,
+			MaxNumBatchedTokens: cfg.MaxNumBatchedTokens, MaxModelLen: maxLen,
+			EnablePrefixCaching: true, Timing: model, Hasher: hasher}
+		if cfg.L1Bytes > 0 {
+			w.l1, err = lmcache.New(lmcache.Config{ChunkSize: 256, MaxBytes: cfg.L1Bytes,
+				BytesPerToken: int64(preset.KVBytesPerToken() / preset.TensorParallel)}, hasher)
+			if err != nil {
+				return nil, err
+			}
+			ec.Connector = w.l1
+		}
+		if w.eng, err = engine.New(ec); err != nil {
+			return nil, fmt.Errorf("des: worker %d: %w", i, err)
+		}
+		w.feed = kvindex.NewWorker(sink, w.id, cfg.Model, nil)
+		s.workers = append(s.workers, w)
+	}
+	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx))
+	if err != nil {
+		return nil, err
+	}
+	if k, ok := s.router.(*strategy.KVAware); ok {
+		kv = k
+		// Predictions expire in virtual time.
+		k.SetClock(func() time.Time { return time.Unix(0, 0).Add(time.Duration(s.now * float64(time.Second))) })
+	}
+	for i, r := range reqs {
+		switch {
+		case r.After < 0:
+			s.push(event{at: r.Arrival.Seconds(), kind: arrive, req: i})
+		case r.After >= len(reqs) || r.After == i:
+			return nil, fmt.Errorf("des: request %d waits for %d, which does not exist", i, r.After)
+		default:
+			s.waiters[r.After] = append(s.waiters[r.After], i)
+		}
+	}
+	return s, nil
+}
+
+// confirming applies a worker's events to the index, then ends kvaware's
+// predictions they confirm, as the router does.
+type confirming struct {
+	idx *kvindex.Index
+	kv  func() *strategy.KVAware
+}
+
+func (c confirming) Commit(ch *kvindex.Change) error {
+	err := c.idx.Commit(ch)
+	if k := c.kv(); k != nil {
+		for _, op := range ch.Ops {
+			if op.Kind == kvindex.OpAdd {
+				k.Confirm(ch.Worker, op.Keys)
+			}
+		}
+	}
+	return err
+}
+
+type eventKind int
+
+const (
+	arrive eventKind = iota
+	step
+)
+
+type event struct {
+	at     float64
+	seq    int
+	kind   eventKind
+	req    int
+	worker int
+}
+
+type events []event
+
+func (e events) Len() int { return len(e) }
+func (e events) Less(i, j int) bool {
+	if e[i].at != e[j].at {
+		return e[i].at < e[j].at
+	}
+	return e[i].seq < e[j].seq
+}
+func (e events) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+func (e *events) Push(x any)   { *e = append(*e, x.(event)) }
+func (e *events) Pop() any {
+	old := *e
+	x := old[len(old)-1]
+	*e = old[:len(old)-1]
+	return x
+}
+
+func (s *sim) push(ev event) {
+	ev.seq = s.seq
+	s.seq++
+	heap.Push(&s.queue, ev)
+}
+
+func (s *sim) run() (*Result, error) {
+	for s.queue.Len() > 0 {
+		ev := heap.Pop(&s.queue).(event)
+		s.now = ev.at
+		switch ev.kind {
+		case arrive:
+			if err := s.arrive(ev.req); err != nil {
+				return nil, err
+			}
+		case step:
+			s.step(ev.worker)
+		}
+	}
+	for i, r := range s.recs {
+		if r.Worker == "" {
+			return nil, fmt.Errorf("des: request %d never ran", i)
+		}
+	}
+	return &Result{Records: s.recs, Steps: s.steps}, nil
+}
+
+func (s *sim) arrive(i int) error {
+	r := &s.reqs[i]
+	tokens := r.Tokens()
+	eps := make([]strategy.Endpoint, len(s.workers))
+	for j, w := range s.workers {
+		cfg := w.eng.Config()
+		eps[j] = strategy.Endpoint{ID: w.id, InFlight: w.inFlight, Running: w.eng.NumRunning(), Waiting: w.eng.NumWaiting(),
+			KVCacheUsage: w.eng.KVCacheUsage(), BlockSize: cfg.BlockSize, NumGPUBlocks: cfg.NumGPUBlocks}
+	}
+	d, err := s.router.Pick(&strategy.Request{Model: s.cfg.Model, Prompt: render(tokens), SessionKey: r.Session, TokenIDs: tokens}, eps)
+	if err != nil {
+		return fmt.Errorf("des: request %d: %w", i, err)
+	}
+	wi := -1
+	for j, w := range s.workers {
+		if w.id == d.Endpoint {
+			wi = j
+		}
+	}
+	if wi < 0 {
+		return fmt.Errorf("des: request %d routed to unknown worker %q", i, d.Endpoint)
+	}
+	w := s.workers[wi]
+	err = w.eng.Add(&engine.Request{ID: strconv.Itoa(i), Prompt: tokens, MaxTokens: r.MaxTokens, Arrival: s.now})
+	if err != nil {
+		// Refused, as vLLM answers 400; the run goes on.
+		s.recs[i] = Record{Worker: w.id, Arrival: s.now, Finished: s.now, PromptTokens: len(tokens), Rejected: err.Error()}
+		s.release(i)
+		return nil //nolint:nilerr // a refused request is a result, not a failure of the simulation
+	}
+	w.inFlight++
+	s.recs[i] = Record{Worker: w.id, Arrival: s.now, PromptTokens: len(tokens)}
+	if !w.stepping {
+		w.stepping = true
+		s.push(event{at: s.now, kind: step, worker: wi})
+	}
+	return nil
+}
+
+// release sends the requests that waited for request i to finish.
+func (s *sim) release(i int) {
+	for _, c := range s.waiters[i] {
+		s.push(event{at: math.Max(s.recs[i].Finished, s.now) + s.reqs[c].Think.Seconds(), kind: arrive, req: c})
+	}
+}
+
+// render is the text prefixaware hashes: four bytes per token id, so its
+// bytes-per-token estimate (4) holds and shared token prefixes are shared
+// text prefixes.
+func render(tokens []uint32) string {
+	b := make([]byte, 4*len(tokens))
+	for i, t := range tokens {
+		binary.LittleEndian.PutUint32(b[4*i:], t)
+	}
+	return string(b)
+}
+
+func (s *sim) step(wi int) {
+	w := s.workers[wi]
+	res := w.eng.Step(s.now)
+	evs := res.Events
+	if w.l1 != nil {
+		evs = append(evs, w.l1.TakeEvents()...)
+	}
+	if len(evs) > 0 {
+		w.feed.Apply(kvpublish.Batch(evs, true))
+	}
+	s.steps++
+	end := s.now + res.Duration
+	for _, o := range res.Outputs {
+		i, _ := strconv.Atoi(o.Request.ID)
+		rec := &s.recs[i]
+		st := o.Request.Stats
+		if o.First {
+			rec.FirstToken = st.FirstToken
+			rec.CachedTokens = st.CachedTokens + st.ExternalTokens
+		}
+		if o.Finished {
+			rec.Finished = st.Finished
+			rec.Out = st.OutputTokens
+			w.inFlight--
+			w.served++
+			s.release(i)
+		}
+	}
+	if res.Duration == 0 && !w.eng.HasWork() {
+		w.stepping = false
+		return
+	}
+	s.push(event{at: end, kind: step, worker: wi})
+}
+
+// Report turns a result into the report's run, with the oracle: the hit
+// rate of one worker holding the whole fleet's cache.
+func Report(name, workloadName string, cfg Config, reqs []workload.Request, res *Result) report.Run {
+	r := report.Run{Name: name, Workload: workloadName, HitRate: math.NaN(), PerWorker: map[string]float64{}}
+	var first, last float64 = math.Inf(1), 0
+	for _, rec := range res.Records {
+		if rec.Rejected != "" {
+			r.Samples = append(r.Samples, report.Sample{Failed: true})
+			continue
+		}
+		r.Samples = append(r.Samples, report.Sample{
+			TTFT:         seconds(rec.FirstToken - rec.Arrival),
+			E2E:          seconds(rec.Finished - rec.Arrival),
+			PromptTokens: int64(rec.PromptTokens), CachedTokens: int64(rec.CachedTokens), OutputTokens: int64(rec.Out),
+		})
+		if rec.Out > 1 {
+			r.Samples[len(r.Samples)-1].MeanITL = seconds((rec.Finished - rec.FirstToken) / float64(rec.Out-1))
+		}
+		r.PerWorker[rec.Worker]++
+		first, last = math.Min(first, rec.Arrival), math.Max(last, rec.Finished)
+	}
+	r.Makespan = seconds(last - first)
+	return r
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Oracle is the prefix hit rate one worker holding the whole fleet's
+// cache would reach: every worker's GPU blocks and L1 pooled into one LRU
+// of blockSize-token blocks, the requests taken in the order they arrived
+// in res, each hitting its leading cached blocks. It bounds what routing
+// can achieve with the fleet's memory.
+func Oracle(cfg Config, reqs []workload.Request, res *Result) (float64, error) {
+	preset, err := timing.Lookup(cmpOr(cfg.Preset, timing.DefaultPreset))
+	if err != nil {
+		return 0, err
+	}
+	model, err := timing.NewModel(preset)
+	if err != nil {
+		return 0, err
+	}
+	bs := cmpOr(cfg.BlockSize, 16)
+	per := cfg.NumGPUBlocks
+	if per == 0 {
+		per = model.NumGPUBlocks(bs, 0.9)
+	}
+	per += int(cfg.L1Bytes / (int64(bs) * int64(preset.KVBytesPerToken()/preset.TensorParallel)))
+	cache, err := lru.NewLRU[uint64, struct{}](max(per*cfg.Workers, 1), nil)
+	if err != nil {
+		return 0, fmt.Errorf("des: %w", err)
+	}
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(res.Records[a].Arrival, res.Records[b].Arrival) })
+	seed := kvindex.Seed(cmpOr(cfg.Model, "model"), "")
+	var hits, total int
+	var keys []uint64
+	for _, i := range order {
+		toks := reqs[i].Tokens()
+		total += len(toks)
+		// vLLM always computes the last token, so a whole-prompt hit
+		// stops one block short.
+		keys = kvindex.AppendKeys(keys[:0], seed, toks[:max(len(toks)-1, 0)], bs)
+		hitting := true
+		for _, k := range keys {
+			if hitting {
+				if _, ok := cache.Get(k); ok {
+					hits += bs
+					continue
+				}
+				hitting = false
+			}
+			cache.Add(k, struct{}{})
+		}
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	return float64(hits) / float64(total), nil
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
