@@ -141,8 +141,12 @@ bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> 
 	@scripts/install-tools.sh redis
 	$(GO) run ./tools/cmd/bench-l2
 
+.PHONY: bench-routing
+bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every strategy, 8 workers -> bench/results/routing_<trace>.json
+	$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 $(if $(TRACE),--trace $(TRACE))
+
 .PHONY: bench
-bench: bench-router bench-index bench-l2 ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
+bench: bench-router bench-index bench-l2 bench-routing ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
 	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md
 
 .PHONY: images

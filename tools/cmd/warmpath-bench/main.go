@@ -2,12 +2,14 @@
 //
 //	warmpath-bench demo [flags]   the local stack on simulated workers, every strategy, L1 vs L1+L2
 //	warmpath-bench live [flags]   one workload against a running router or worker
+//	warmpath-bench des [flags]    a fleet in virtual time, every strategy, on any workload
 //	warmpath-bench results        bench/results/*.json into docs/benchmarks.md
 //
 // See docs/benchmarks.md. This file only wires flags to the packages.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,11 +17,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/demo"
+	"github.com/warmpath/warmpath/tools/bench/des"
 	"github.com/warmpath/warmpath/tools/bench/live"
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
@@ -38,17 +43,19 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: warmpath-bench demo|live|results [flags] (-h for each command's flags)")
+		return errors.New("usage: warmpath-bench demo|live|des|results [flags] (-h for each command's flags)")
 	}
 	switch args[0] {
 	case "demo":
 		return runDemo(ctx, args[1:])
 	case "live":
 		return runLive(ctx, args[1:])
+	case "des":
+		return runDES(args[1:])
 	case "results":
 		return runResults(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q (demo, live, results)", args[0])
+		return fmt.Errorf("unknown command %q (demo, live, des, results)", args[0])
 	}
 }
 
@@ -200,4 +207,77 @@ func runResults(args []string) error {
 		return err
 	}
 	return report.UpdateDoc(*doc, md)
+}
+
+func runDES(args []string) error {
+	fs := flag.NewFlagSet("des", flag.ContinueOnError)
+	workers := fs.Int("workers", 8, "simulated workers")
+	preset := fs.String("preset", "", "timing preset (default: the simulator's)")
+	gpuBlocks := fs.Int("gpu-blocks", 0, "GPU KV blocks of 16 tokens per worker (0: the preset's at 0.9 memory utilisation)")
+	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (0: no LMCache)")
+	strategies := fs.String("strategies", strings.Join(strategy.Names, ","), "strategies to compare")
+	out := fs.String("out", "", "JSON report path (default: bench/results/routing_<workload>.json)")
+	var wf workloadFlags
+	wf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tok, err := tokenize.New("cl100k_base", "llama3")
+	if err != nil {
+		return err
+	}
+	reqs, err := wf.build(tok.Words())
+	if err != nil {
+		return err
+	}
+	name := wf.name
+	if name == "trace" {
+		name = strings.TrimSuffix(filepath.Base(cmp.Or(wf.trace, workload.ShippedTrace())), ".jsonl")
+	}
+	cfg := des.Config{Workers: *workers, Preset: *preset, NumGPUBlocks: *gpuBlocks, L1Bytes: int64(*l1GB * 1e9),
+		Model: "meta-llama/Llama-3.1-8B-Instruct"}
+	var sums []report.Summary
+	for _, s := range strings.Split(*strategies, ",") {
+		cfg.Strategy = strategy.Defaults()
+		cfg.Strategy.Name = s
+		began := time.Now()
+		res, err := des.Run(cfg, reqs)
+		if err != nil {
+			return err
+		}
+		r := des.Report(s, name, cfg, reqs, res)
+		if r.OracleHitRate, err = des.Oracle(cfg, reqs, res); err != nil {
+			return err
+		}
+		sums = append(sums, report.Summarize(r))
+		fmt.Fprintf(os.Stderr, "des: %s: %d requests, %d engine steps in %v\n", s, len(reqs), res.Steps, time.Since(began).Round(time.Millisecond))
+	}
+	report.Compare(sums, strategy.NameRoundRobin)
+	if err := report.Table(os.Stdout, sums); err != nil {
+		return err
+	}
+	goal := routingGoal(sums)
+	fmt.Fprintln(os.Stderr, "goal:", goal)
+	path := cmp.Or(*out, filepath.Join("bench", "results", "routing_"+name+".json"))
+	return report.WriteJSON(path, map[string]any{
+		"workload": name, "requests": len(reqs), "workers": *workers, "gpu_blocks": *gpuBlocks, "l1_gb": *l1GB,
+		"mode": "des", "strategies": sums, "goal": goal,
+		"environment": map[string]any{"go_version": runtime.Version(), "cores": runtime.NumCPU(), "timestamp": time.Now().UTC().Format(time.RFC3339)},
+	})
+}
+
+// routingGoal checks issue 6's bar for kvaware: at least 90% of the
+// oracle's hit rate, imbalance at most 1.25, TTFT p90 cut by more than the
+// managed anchor's 40% against round robin.
+func routingGoal(sums []report.Summary) map[string]any {
+	for _, s := range sums {
+		if s.Name != strategy.NameKVAware {
+			continue
+		}
+		return map[string]any{
+			"kvaware_of_oracle": s.OfOracle, "kvaware_imbalance": s.Imbalance, "kvaware_ttft_p90_change_pct": s.TTFTP90ChangePct,
+			"met": s.OfOracle >= 0.9 && s.Imbalance <= 1.25 && s.TTFTP90ChangePct < -40,
+		}
+	}
+	return map[string]any{"met": false, "note": "kvaware not run"}
 }
