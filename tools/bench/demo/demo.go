@@ -198,7 +198,11 @@ func isTerminal(f *os.File) bool {
 // toRun converts wall-clock measurements into modelled GPU time (× the
 // time scale) and the workers' metric deltas into hit rate and spread.
 func toRun(workload string, results []live.Result, delta map[string]live.Counters, makespan time.Duration, scale float64) report.Run {
-	r := report.Run{Workload: workload, Makespan: time.Duration(float64(makespan) * scale), PerWorker: map[string]float64{}, HitRate: math.NaN()}
+	// The hit rate comes from each response's usage (cached tokens at
+	// first admission), as in the des mode; the workers' metrics view is
+	// kept beside it.
+	r := report.Run{Workload: workload, Makespan: time.Duration(float64(makespan) * scale), PerWorker: map[string]float64{},
+		HitRate: math.NaN(), MetricsHitRate: math.NaN()}
 	var queries, hits float64
 	for w, c := range delta {
 		r.PerWorker[w] = c[live.RequestsServed]
@@ -206,7 +210,7 @@ func toRun(workload string, results []live.Result, delta map[string]live.Counter
 		hits += c[live.PrefixHits] + c[live.ExternalHits]
 	}
 	if queries > 0 {
-		r.HitRate = hits / queries
+		r.MetricsHitRate = hits / queries
 	}
 	for _, x := range results {
 		r.Samples = append(r.Samples, report.Sample{

@@ -359,7 +359,7 @@ func (s *sim) step(wi int) {
 // Report turns a result into the report's run, with the oracle: the hit
 // rate of one worker holding the whole fleet's cache.
 func Report(name, workloadName string, cfg Config, reqs []workload.Request, res *Result) report.Run {
-	r := report.Run{Name: name, Workload: workloadName, HitRate: math.NaN(), PerWorker: map[string]float64{}}
+	r := report.Run{Name: name, Workload: workloadName, HitRate: math.NaN(), MetricsHitRate: math.NaN(), PerWorker: map[string]float64{}}
 	var first, last float64 = math.Inf(1), 0
 	for _, rec := range res.Records {
 		if rec.Rejected != "" {

@@ -39,6 +39,11 @@ type Run struct {
 	// HitRate is the fraction of prompt tokens served from cache (GPU
 	// prefix cache or LMCache); NaN computes it from the samples.
 	HitRate float64
+	// MetricsHitRate is the workers' own view, from their /metrics
+	// (vllm:prefix_cache_hits + external hits over queries); it counts a
+	// preempted request's readmission again, so it reads higher than
+	// HitRate under memory pressure. NaN when not measured.
+	MetricsHitRate float64
 	// OracleHitRate is the hit rate one worker holding the whole fleet's
 	// cache would reach; 0 when unknown.
 	OracleHitRate float64
@@ -59,6 +64,7 @@ type Summary struct {
 	E2EP50ms       float64 `json:"e2e_p50_ms"`
 	ThroughputTokS float64 `json:"throughput_tok_s"`
 	HitRate        float64 `json:"hit_rate"`
+	MetricsHitRate float64 `json:"metrics_hit_rate,omitempty"`
 	OracleHitRate  float64 `json:"oracle_hit_rate,omitempty"`
 	OfOracle       float64 `json:"hit_rate_of_oracle,omitempty"`
 	Imbalance      float64 `json:"imbalance"`
@@ -108,6 +114,9 @@ func Summarize(r Run) Summary {
 		s.HitRate = float64(cached) / float64(prompt)
 	}
 	s.HitRate = round3(s.HitRate)
+	if !math.IsNaN(r.MetricsHitRate) {
+		s.MetricsHitRate = round3(r.MetricsHitRate)
+	}
 	if r.OracleHitRate > 0 {
 		s.OfOracle = round3(s.HitRate / r.OracleHitRate)
 	}
