@@ -52,6 +52,7 @@ func run() error {
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
 	diskDir := fs.String("disk-dir", "", "directory of the disk tier (objects evicted from memory are written behind here, promoted back on a hit); empty: memory only")
 	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds")
+	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time in-flight HTTP requests get on SIGTERM")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -65,6 +66,9 @@ func run() error {
 		}
 		return err
 	}
+	if *ttl < 0 {
+		return fmt.Errorf("--ttl %v: want 0 (no expiry) or more", *ttl)
+	}
 	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
@@ -74,10 +78,10 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	memory := store.NewMemory(*memCap)
+	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl})
 	var mem store.Store = memory
 	if *diskDir != "" {
-		disk, err := store.OpenDisk(*diskDir, *diskCap)
+		disk, err := store.OpenDisk(*diskDir, *diskCap, nil)
 		if err != nil {
 			return err
 		}

@@ -136,7 +136,7 @@ func (a *api) stats(w http.ResponseWriter, _ *http.Request) {
 	for _, t := range a.mem.Tiers() {
 		tiers[t.Name] = map[string]any{
 			"objects": t.Objects, "bytes": t.Bytes, "capacityBytes": t.Capacity,
-			"hits": t.Hits, "misses": t.Misses, "evictions": t.Evictions, "rejected": t.Rejected,
+			"hits": t.Hits, "misses": t.Misses, "evictions": t.Evictions, "rejected": t.Rejected, "expired": t.Expired,
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

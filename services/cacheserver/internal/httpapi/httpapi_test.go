@@ -17,7 +17,7 @@ import (
 
 func TestObjectsAndMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	mem := store.NewMemory(64 << 20)
+	mem := store.NewMemory(64<<20, store.Options{})
 	srv := httptest.NewServer(Handler(mem, metrics.New(reg, mem), reg, 1<<20))
 	defer srv.Close()
 	do := func(method, path string, body []byte, headers ...string) (*http.Response, []byte) {

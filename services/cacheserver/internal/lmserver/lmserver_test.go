@@ -28,7 +28,7 @@ type fixture struct {
 
 func start(t *testing.T) fixture {
 	t.Helper()
-	mem := store.NewMemory(256 << 20)
+	mem := store.NewMemory(256<<20, store.Options{})
 	m := metrics.New(prometheus.NewRegistry(), mem)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

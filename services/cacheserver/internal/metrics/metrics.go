@@ -69,12 +69,13 @@ var (
 	objectsDesc   = prometheus.NewDesc("warmpath_cache_objects", "Objects resident in a tier.", []string{"tier"}, nil)
 	evictionsDesc = prometheus.NewDesc("warmpath_cache_evictions_total", "Objects evicted from a tier for space.", []string{"tier"}, nil)
 	rejectedDesc  = prometheus.NewDesc("warmpath_cache_rejected_objects_total", "Objects too large for a tier, not stored.", []string{"tier"}, nil)
+	expiredDesc   = prometheus.NewDesc("warmpath_cache_expired_total", "Objects reclaimed from a tier after their expiry (found on a read, reached by eviction, or on disk at start).", []string{"tier"}, nil)
 )
 
 type tierCollector struct{ mem store.Store }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc} {
+	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc, expiredDesc} {
 		ch <- d
 	}
 }
@@ -89,5 +90,6 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(st.Objects), t.Name)
 		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), t.Name)
 		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), t.Name)
+		ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.CounterValue, float64(st.Expired), t.Name)
 	}
 }

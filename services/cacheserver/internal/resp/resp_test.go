@@ -23,7 +23,7 @@ import (
 
 func start(t *testing.T, cfg Config) (string, *store.Memory) {
 	t.Helper()
-	mem := store.NewMemory(256 << 20)
+	mem := store.NewMemory(256<<20, store.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
