@@ -163,7 +163,7 @@ func run() error {
 		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
-	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap)
+	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
