@@ -121,6 +121,38 @@ func TestMemoryExpiredPutAndSetExpiresDelete(t *testing.T) {
 	}
 }
 
+// TestConcurrentExpiryChanges: readers, writers and expiry changes on the
+// same keys (run with -race).
+func TestConcurrentExpiryChanges(t *testing.T) {
+	clock := newClock()
+	m := NewMemory(1<<20, Options{Now: clock.Now})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				key := fmt.Sprint(i % 8)
+				switch (g + i) % 4 {
+				case 0:
+					m.Put(key, &Object{Value: []byte("v"), Expires: clock.In(time.Second)})
+				case 1:
+					m.SetExpires(key, clock.In(time.Duration(i%3)*time.Second))
+				case 2:
+					if o, ok := m.Get(key); ok && len(o.Value) != 1 {
+						t.Errorf("read %q", o.Value)
+					}
+				default:
+					m.Expires(key)
+					clock.Advance(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := m.Stats(); st.Objects < 0 || st.Bytes < 0 || st.Objects > 8 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 // TestEvictionReclaimsExpired: eviction drops expired objects before live
 // ones reach the disk tier, and never writes them behind.
 func TestEvictionReclaimsExpired(t *testing.T) {

@@ -124,8 +124,12 @@ func (m *Memory) Get(key string) (*Object, bool) {
 	s := m.shard(key)
 	s.mu.Lock()
 	e, ok := m.lookup(s, key)
-	if ok && e.freq < 3 {
-		e.freq++
+	var obj *Object
+	if ok {
+		obj = e.obj // under the lock: SetExpires swaps it
+		if e.freq < 3 {
+			e.freq++
+		}
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -133,7 +137,7 @@ func (m *Memory) Get(key string) (*Object, bool) {
 		return nil, false
 	}
 	m.hits.Add(1)
-	return e.obj, true
+	return obj, true
 }
 
 // Contains reports whether key is stored, without counting a hit.
