@@ -274,3 +274,23 @@ func TestMutualTLS(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBearerToken: any Authorization value yields no token or a non-empty
+// one without surrounding space, taken from the value after its scheme.
+func FuzzBearerToken(f *testing.F) {
+	for _, s := range []string{"Bearer abc", "bearer  abc ", "Basic x", "Bearer", "", " Bearer x", "Bearer \t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		tok, ok := bearerToken(header)
+		if !ok {
+			if tok != "" {
+				t.Fatalf("%q: token %q without ok", header, tok)
+			}
+			return
+		}
+		if tok == "" || tok != strings.TrimSpace(tok) || !strings.HasSuffix(strings.TrimSpace(header), tok) || !strings.EqualFold(header[:6], "bearer") {
+			t.Fatalf("%q gave %q", header, tok)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -250,6 +251,46 @@ func encodeV1(key string, obj *Object) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
+var update = flag.Bool("update", false, "rewrite testdata/object-v2.bin")
+
+// goldenObject is the object in testdata/object-v*.bin (v1 without the
+// expiry).
+var goldenObject = Object{Value: []byte("kv bytes"), Meta: lmproto.Meta{Length: 8, Fmt: 1, Dtype: 3, Location: 1, Shape: [4]int32{2, 16, 8, 128}}, Expires: 1_800_000_000_123_456_789}
+
+// TestDiskFormatGolden pins the on-disk format: version 2 encodes byte for
+// byte as committed, and the committed version-1 file (written before
+// expiries existed) still decodes.
+func TestDiskFormatGolden(t *testing.T) {
+	v2 := encodeObject("golden-key", &goldenObject)
+	if *update {
+		if err := os.WriteFile(filepath.Join("testdata", "object-v2.bin"), v2, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(filepath.Join("testdata", "object-v2.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(v2, want) {
+		t.Fatal("the version 2 encoding changed: a disk tier written by an older build would be unreadable (bump the version and keep reading this one)")
+	}
+	v1 := goldenObject
+	v1.Expires = 0
+	for _, tt := range []struct {
+		file string
+		want Object
+	}{{"object-v1.bin", v1}, {"object-v2.bin", goldenObject}} {
+		b, err := os.ReadFile(filepath.Join("testdata", tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, got, err := decodeObject(b)
+		if err != nil || key != "golden-key" || !bytes.Equal(got.Value, tt.want.Value) || got.Meta != tt.want.Meta || got.Expires != tt.want.Expires {
+			t.Errorf("%s: %q %+v %v, want %+v", tt.file, key, got, err, tt.want)
+		}
+	}
+}
+
 func TestDiskReadsVersion1(t *testing.T) {
 	dir := t.TempDir()
 	obj := &Object{Value: []byte("old format"), Meta: lmproto.Meta{Dtype: 3, Shape: [4]int32{1, 2, 3, 4}}}
@@ -319,6 +360,13 @@ func FuzzDecodeObject(f *testing.F) {
 	obj := &Object{Value: []byte("value"), Meta: lmproto.Meta{Fmt: 1, Dtype: 3, Shape: [4]int32{2, 16, 8, 128}}, Expires: 1_800_000_000_000_000_000}
 	f.Add(encodeObject("key", obj))
 	f.Add(encodeV1("key", obj))
+	for _, name := range []string{"object-v1.bin", "object-v2.bin"} {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Add(encodeObject("", &Object{}))
 	f.Add([]byte("WPK2"))
 	f.Fuzz(func(t *testing.T, b []byte) {
