@@ -312,18 +312,20 @@ func (d *Disk) Expires(key string) (at int64, ok bool) {
 // Delete removes key; it reports whether it was there unexpired.
 func (d *Disk) Delete(key string) bool {
 	d.mu.Lock()
-	el, ok := d.items[key]
-	if ok {
+	el, indexed := d.items[key]
+	live := indexed
+	if indexed {
 		if e := el.Value.(*diskEntry); e.expires != 0 && d.now() >= e.expires {
-			ok = false
+			live = false
 			d.expired.Add(1)
 		}
 		d.removeLocked(el)
 	}
 	d.mu.Unlock()
-	// Remove whether or not it was live: an expired file is garbage too.
-	_ = os.Remove(filepath.Join(d.dir, objectName(key)))
-	return ok
+	if indexed { // live or not: an expired file is garbage too
+		_ = os.Remove(filepath.Join(d.dir, objectName(key)))
+	}
+	return live
 }
 
 // Stats returns the disk tier's counters (Rejected counts corrupt objects

@@ -345,6 +345,22 @@ func TestTieredExpiry(t *testing.T) {
 	if disk.Contains("small") {
 		t.Fatal("a stale disk copy outlived a changed expiry")
 	}
+	// Replacing a key drops its disk copy, so the old object (and its
+	// expiry) cannot come back; an already-expired replacement deletes it.
+	if err := disk.Put("replaced", &Object{Value: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	tier.Put("replaced", &Object{Value: []byte("new")})
+	if disk.Contains("replaced") {
+		t.Fatal("a replaced object's disk copy was kept")
+	}
+	if err := disk.Put("gone", &Object{Value: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	tier.Put("gone", &Object{Value: []byte("new"), Expires: clock.In(-time.Second)})
+	if tier.Contains("gone") {
+		t.Fatal("an already-expired Put left the key readable")
+	}
 	clock.Advance(2 * time.Minute)
 	if _, ok := tier.Get("big"); ok {
 		t.Fatal("an expired disk object was served")

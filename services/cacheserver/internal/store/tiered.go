@@ -118,13 +118,18 @@ func (t *Tiered) Get(key string) (*Object, bool) {
 }
 
 // Put stores in memory; the disk sees the object when memory evicts it.
+//
+// A disk copy of an older object under key is deleted first: left there,
+// it would be served again (with its old value and expiry) if this one
+// left memory without being written behind (a full queue, an expiry).
 func (t *Tiered) Put(key string, obj *Object) bool {
 	t.mem.applyDefault(obj)
+	t.disk.Delete(key)
+	if obj.expired(t.mem.now()) {
+		t.mem.Delete(key)
+		return true
+	}
 	if !t.mem.put(key, obj) {
-		if obj.expired(t.mem.now()) {
-			t.disk.Delete(key)
-			return true
-		}
 		return t.disk.Put(key, obj) == nil // too big for memory: straight to disk
 	}
 	return true
