@@ -82,8 +82,8 @@ func expiresAt(n int64, unit time.Duration, abs bool, now int64) (int64, bool) {
 	return max(at, now), true
 }
 
-// expireCommand runs EXPIRE, PEXPIRE, TTL, PTTL or PERSIST and returns the
-// request's result label. Replies follow Redis: TTL is -2 for a missing
+// expireCommand runs EXPIRE, PEXPIRE, TTL, PTTL or PERSIST, arity already
+// checked, and returns the request's result label. Replies follow Redis: TTL is -2 for a missing
 // key, -1 for one that never expires; EXPIRE with a time not in the future
 // deletes the key.
 func (ss *session) expireCommand(name string, args [][]byte) string {
@@ -92,10 +92,6 @@ func (ss *session) expireCommand(name string, args [][]byte) string {
 	now := s.mem.Now().UnixNano()
 	switch name {
 	case "EXPIRE", "PEXPIRE":
-		if len(args) != 3 {
-			ss.err(errSyntax.Error())
-			return "error"
-		}
 		n, err := strconv.ParseInt(string(args[2]), 10, 64)
 		if err != nil {
 			ss.err(errNotInteger.Error())

@@ -210,8 +210,21 @@ func TestTTLGoRedis(t *testing.T) {
 	if err := rdb.Do(ctx, "SET", "k", "v", "EX", "0").Err(); err == nil || !strings.Contains(err.Error(), "invalid expire time") {
 		t.Fatalf("SET EX 0: %v", err)
 	}
-	if err := rdb.Do(ctx, "EXPIRE", "ex", "soon").Err(); err == nil || !strings.Contains(err.Error(), "not an integer") {
-		t.Fatalf("EXPIRE soon: %v", err)
+	errs := []struct {
+		args []any
+		want string
+	}{
+		{[]any{"EXPIRE", "ex", "soon"}, "not an integer"},
+		{[]any{"EXPIRE", "ex"}, "wrong number of arguments for 'expire'"},
+		{[]any{"EXPIRE", "ex", "10", "NX"}, "not supported"},
+		{[]any{"TTL", "ex", "extra"}, "wrong number of arguments for 'ttl'"},
+		{[]any{"PERSIST"}, "wrong number of arguments for 'persist'"},
+		{[]any{"PEXPIRE", "ex", "9223372036854775807"}, "invalid expire time in 'pexpire'"},
+	}
+	for _, tt := range errs {
+		if err := rdb.Do(ctx, tt.args...).Err(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error containing %q", tt.args, err, tt.want)
+		}
 	}
 }
 

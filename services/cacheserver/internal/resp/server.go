@@ -161,10 +161,13 @@ func (ss *session) handle(args [][]byte) {
 			s.metrics.Duration.WithLabelValues("resp", op).Observe(time.Since(start).Seconds())
 		}
 	}()
+	wrongArity := func() {
+		ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
+		result = "error"
+	}
 	arity := func(least int) bool {
 		if len(args) < least {
-			ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
-			result = "error"
+			wrongArity()
 			return false
 		}
 		return true
@@ -242,9 +245,20 @@ func (ss *session) handle(args [][]byte) {
 		}
 		ss.integer(n)
 	case "EXPIRE", "PEXPIRE", "TTL", "PTTL", "PERSIST":
-		if arity(2) {
-			result = ss.expireCommand(name, args)
+		want := 2
+		if name == "EXPIRE" || name == "PEXPIRE" {
+			want = 3
 		}
+		if len(args) > want && want == 3 {
+			ss.err("ERR " + name + " options (NX, XX, GT, LT) are not supported")
+			result = "error"
+			return
+		}
+		if len(args) != want {
+			wrongArity()
+			return
+		}
+		result = ss.expireCommand(name, args)
 	case "PING":
 		if len(args) > 1 {
 			ss.bulk(args[1])
