@@ -96,6 +96,9 @@ func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueLen int, log *
 }
 
 func (t *Tiered) write(p pending) {
+	if p.obj.expired(t.mem.now()) {
+		return // expired while queued: not worth a file
+	}
 	if err := t.disk.Put(p.key, p.obj); err != nil {
 		t.log.Warn("disk tier: write-behind failed", "err", err)
 	}
