@@ -276,6 +276,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"port out of range", "cacheserver: {ports: {lm: 70000, resp: 6379, http: 8080, peer: 65433}}", "lm"},
 		{"bad capacity", "cacheserver: {memoryCapacity: lots}", "memoryCapacity"},
 		{"bad volume type", "cacheserver: {disk: {enabled: true, volumeType: nfs}}", "volumeType"},
+		{"ttl not a duration", "cacheserver: {ttl: forever}", "ttl"},
+		{"unknown tls key", "cacheserver: {tls: {enabled: true, secret: x}}", "secret"},
 		{"monitoring not auto/true/false", "monitoring: {serviceMonitors: {enabled: sometimes}}", "enabled"},
 		{"bad strategy", "endpoints: [{name: e, spec: {modelName: m, modelSourceConfig: {}, worker: {image: i}, intelligentRoutingSpec: {routingStrategy: fastest}}}]", "routingStrategy"},
 		{"bad endpoint name", "endpoints: [{name: Bad_Name, spec: {modelName: m, modelSourceConfig: {}, worker: {image: i}}}]", "name"},

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/resp"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/tlsconf"
 )
 
 func main() {
@@ -47,11 +49,17 @@ func run() error {
 	peersEvery := fs.Duration("peers-refresh", 10*time.Second, "how often --peers-dns is resolved again")
 	replicas := fs.Int("replicas", 1, "cluster mode: nodes holding each key (1 or 2)")
 	respListen := fs.String("resp-listen", "0.0.0.0:6379", "address for RESP (Redis protocol): LMCache's redis connector, redis-cli, go-redis")
-	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (default: none)")
+	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (or the password itself in "+envPassword+"; default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
+	httpTokenFile := fs.String("http-token-file", "", "file holding the bearer token HTTP clients must send on /v1/objects and /v1/stats (or the token itself in "+envHTTPToken+"; default: none)")
+	metricsAuth := fs.Bool("metrics-auth", false, "require the HTTP bearer token on /metrics too (default: /metrics is open, like /healthz and /readyz)")
+	tlsCert := fs.String("tls-cert-file", "", "PEM certificate (chain) for RESP and HTTP; with --tls-key-file, both serve TLS only (lm:// stays plaintext); reloaded when the files change")
+	tlsKey := fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
+	tlsClientCA := fs.String("tls-client-ca-file", "", "PEM CA bundle: RESP and HTTP clients must present a certificate it signed (mutual TLS)")
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
 	diskDir := fs.String("disk-dir", "", "directory of the disk tier (objects evicted from memory are written behind here, promoted back on a hit); empty: memory only")
 	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds")
+	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time in-flight HTTP requests get on SIGTERM")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -65,6 +73,9 @@ func run() error {
 		}
 		return err
 	}
+	if *ttl < 0 {
+		return fmt.Errorf("--ttl %v: want 0 (no expiry) or more", *ttl)
+	}
 	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
@@ -74,10 +85,10 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	memory := store.NewMemory(*memCap)
+	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl})
 	var mem store.Store = memory
 	if *diskDir != "" {
-		disk, err := store.OpenDisk(*diskDir, *diskCap)
+		disk, err := store.OpenDisk(*diskDir, *diskCap, nil)
 		if err != nil {
 			return err
 		}
@@ -97,19 +108,30 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen resp: %w", err)
 	}
-	var password string
-	if *passwordFile != "" {
-		b, err := os.ReadFile(*passwordFile)
-		if err != nil {
-			return fmt.Errorf("password file: %w", err)
-		}
-		password = strings.TrimSpace(string(b))
+	password, err := secret(*passwordFile, envPassword)
+	if err != nil {
+		return err
+	}
+	token, err := secret(*httpTokenFile, envHTTPToken)
+	if err != nil {
+		return err
+	}
+	if *metricsAuth && token == "" {
+		return errors.New("--metrics-auth needs an HTTP token (--http-token-file or " + envHTTPToken + ")")
 	}
 	httpLn, err := lc.Listen(ctx, "tcp", *httpListen)
 	if err != nil {
 		return fmt.Errorf("listen http: %w", err)
 	}
-	hs := httpserve.New(httpapi.Handler(mem, m, reg, int64(*maxValue)), log)
+	if tf := (tlsconf.Files{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsClientCA}); tf.Enabled() {
+		tlsCfg, err := tlsconf.Server(tf, 0, log)
+		if err != nil {
+			return err
+		}
+		respLn, httpLn = tls.NewListener(respLn, tlsCfg), tls.NewListener(httpLn, tlsCfg)
+		log.Info("tls on resp and http", "cert", *tlsCert, "client_ca", *tlsClientCA)
+	}
+	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth}, mem, m, reg), log)
 	errc := make(chan error, 5)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
 	if *peerListen != "" {
@@ -141,7 +163,7 @@ func run() error {
 		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
-	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap)
+	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -151,6 +173,35 @@ func run() error {
 		err = nil
 	}
 	return err
+}
+
+// Secrets may come from the environment instead of a file; they have no
+// flags of their own, so they never show in a process listing.
+const (
+	envPassword  = "WARMPATH_CACHESERVER_PASSWORD"
+	envHTTPToken = "WARMPATH_CACHESERVER_HTTP_TOKEN"
+)
+
+// secret reads a credential from path (surrounding whitespace trimmed),
+// else from the environment variable env; "" when neither is set. Setting
+// both is an error rather than a silent choice.
+func secret(path, env string) (string, error) {
+	v, inEnv := os.LookupEnv(env)
+	if path == "" {
+		return strings.TrimSpace(v), nil
+	}
+	if inEnv {
+		return "", fmt.Errorf("%s and its file flag are both set: choose one", env)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("secret: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("secret: %s is empty", path)
+	}
+	return s, nil
 }
 
 // portOf returns the port of a host:port address.

@@ -47,7 +47,7 @@ func startCluster(t *testing.T, n, replicas int) []*node {
 	for i := range nodes {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		mem := store.NewMemory(64 << 20)
+		mem := store.NewMemory(64<<20, store.Options{})
 		m := metrics.New(prometheus.NewRegistry(), mem)
 		nd := &node{mem: mem, m: m, stop: cancel}
 		nd.peer = serve(t, ctx, cluster.Local{Mem: mem}, m)

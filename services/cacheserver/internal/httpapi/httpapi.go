@@ -5,6 +5,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,18 +20,37 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
 
-// Handler returns the HTTP API over mem. maxValue bounds a PUT body.
-func Handler(mem store.Store, m *metrics.Metrics, reg *prometheus.Registry, maxValue int64) http.Handler {
+// Config tunes the HTTP API.
+type Config struct {
+	// MaxValueBytes bounds a PUT body.
+	MaxValueBytes int64
+	// Token, when set, must come as "Authorization: Bearer <token>" on
+	// /v1/objects and /v1/stats. /healthz and /readyz stay open (kubelet
+	// probes carry no token).
+	Token string
+	// ProtectMetrics puts /metrics behind Token too. Off by default: a
+	// Prometheus scrape config rarely carries the cache server's token,
+	// and the metrics hold no keys or values.
+	ProtectMetrics bool
+}
+
+// Handler returns the HTTP API over mem.
+func Handler(cfg Config, mem store.Store, m *metrics.Metrics, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	h := &api{mem: mem, metrics: m, max: maxValue}
+	h := &api{mem: mem, metrics: m, max: cfg.MaxValueBytes}
+	guard := func(f http.HandlerFunc) http.Handler { return bearer(cfg.Token, m, f) }
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /v1/stats", h.stats)
-	mux.HandleFunc("GET /v1/objects/{key}", h.get)
-	mux.HandleFunc("HEAD /v1/objects/{key}", h.get)
-	mux.HandleFunc("PUT /v1/objects/{key}", h.put)
-	mux.HandleFunc("DELETE /v1/objects/{key}", h.del)
+	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	if cfg.ProtectMetrics {
+		metricsHandler = bearer(cfg.Token, m, metricsHandler)
+	}
+	mux.Handle("GET /metrics", metricsHandler)
+	mux.Handle("GET /v1/stats", guard(h.stats))
+	mux.Handle("GET /v1/objects/{key}", guard(h.get))
+	mux.Handle("HEAD /v1/objects/{key}", guard(h.get))
+	mux.Handle("PUT /v1/objects/{key}", guard(h.put))
+	mux.Handle("DELETE /v1/objects/{key}", guard(h.del))
 	return mux
 }
 
@@ -40,11 +60,15 @@ type api struct {
 	max     int64
 }
 
-// Metadata travels in headers: LMCache's fmt, dtype and shape.
+// Metadata travels in headers: LMCache's fmt, dtype and shape, and the
+// object's time to live in whole seconds (on PUT: the TTL to store it
+// with, else the server's default; on GET: the time it has left, rounded
+// up; absent: it never expires).
 const (
 	headerFmt   = "X-Lmcache-Fmt"
 	headerDtype = "X-Lmcache-Dtype"
 	headerShape = "X-Lmcache-Shape"
+	headerTTL   = "X-Warmpath-Ttl-Seconds"
 )
 
 func (a *api) done(op, result string, start time.Time) {
@@ -68,6 +92,10 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	hd.Set(headerDtype, strconv.Itoa(int(obj.Meta.Dtype)))
 	b, _ := json.Marshal(obj.Meta.Shape)
 	hd.Set(headerShape, string(b))
+	if obj.Expires != 0 {
+		left := obj.Expires - a.mem.Now().UnixNano()
+		hd.Set(headerTTL, strconv.FormatInt(max((left+int64(time.Second)-1)/int64(time.Second), 0), 10))
+	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		n, _ := w.Write(obj.Value)
@@ -96,6 +124,15 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	obj := &store.Object{Value: body}
+	if s := r.Header.Get(headerTTL); s != "" {
+		ttl, err := parseTTL(s)
+		if err != nil {
+			a.done("put", "error", start)
+			openai.WriteError(w, openai.ParamErrorf(headerTTL, "%v", err))
+			return
+		}
+		obj.Expires = a.mem.Now().Add(ttl).UnixNano()
+	}
 	obj.Meta.Fmt = atoi32(r.Header.Get(headerFmt))
 	obj.Meta.Dtype = atoi32(r.Header.Get(headerDtype))
 	if s := r.Header.Get(headerShape); s != "" {
@@ -113,6 +150,23 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 	a.metrics.BytesIn.WithLabelValues("http").Add(float64(len(body)))
 	a.done("put", "ok", start)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// maxTTL bounds X-Warmpath-TTL-Seconds (100 years): far enough to mean
+// "long", near enough that now + TTL cannot overflow.
+const maxTTL = 100 * 365 * 24 * time.Hour
+
+// parseTTL reads X-Warmpath-TTL-Seconds: a positive whole number of
+// seconds, at most 100 years.
+func parseTTL(s string) (time.Duration, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("want a whole number of seconds, got %q", s)
+	}
+	if n <= 0 || n > int64(maxTTL/time.Second) {
+		return 0, fmt.Errorf("want 1 to %d seconds, got %d", int64(maxTTL/time.Second), n)
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 func atoi32(s string) int32 {
@@ -136,7 +190,7 @@ func (a *api) stats(w http.ResponseWriter, _ *http.Request) {
 	for _, t := range a.mem.Tiers() {
 		tiers[t.Name] = map[string]any{
 			"objects": t.Objects, "bytes": t.Bytes, "capacityBytes": t.Capacity,
-			"hits": t.Hits, "misses": t.Misses, "evictions": t.Evictions, "rejected": t.Rejected,
+			"hits": t.Hits, "misses": t.Misses, "evictions": t.Evictions, "rejected": t.Rejected, "expired": t.Expired,
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")

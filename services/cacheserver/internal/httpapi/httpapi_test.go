@@ -17,8 +17,8 @@ import (
 
 func TestObjectsAndMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	mem := store.NewMemory(64 << 20)
-	srv := httptest.NewServer(Handler(mem, metrics.New(reg, mem), reg, 1<<20))
+	mem := store.NewMemory(64<<20, store.Options{})
+	srv := httptest.NewServer(Handler(Config{MaxValueBytes: 1 << 20}, mem, metrics.New(reg, mem), reg))
 	defer srv.Close()
 	do := func(method, path string, body []byte, headers ...string) (*http.Response, []byte) {
 		t.Helper()
@@ -74,7 +74,7 @@ func TestObjectsAndMetrics(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
-	for _, name := range []string{"warmpath_cache_requests_total", "warmpath_cache_hits_total", "warmpath_cache_stored_bytes", "warmpath_cache_capacity_bytes", "warmpath_cache_evictions_total", "warmpath_cache_request_duration_seconds_bucket"} {
+	for _, name := range []string{"warmpath_cache_requests_total", "warmpath_cache_hits_total", "warmpath_cache_stored_bytes", "warmpath_cache_capacity_bytes", "warmpath_cache_evictions_total", "warmpath_cache_request_duration_seconds_bucket", "warmpath_cache_expired_total", "warmpath_cache_auth_failures_total"} {
 		if !bytes.Contains(exposition, []byte(name)) {
 			t.Errorf("/metrics lacks %s", name)
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +29,12 @@ type fixture struct {
 
 func start(t *testing.T) fixture {
 	t.Helper()
-	mem := store.NewMemory(256 << 20)
+	return startWith(t, store.Options{})
+}
+
+func startWith(t *testing.T, opts store.Options) fixture {
+	t.Helper()
+	mem := store.NewMemory(256<<20, opts)
 	m := metrics.New(prometheus.NewRegistry(), mem)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -133,5 +139,44 @@ func TestBadInput(t *testing.T) {
 	defer c.Close()
 	if err := c.Health(context.Background()); err != nil {
 		t.Fatalf("server unhealthy after bad clients: %v", err)
+	}
+}
+
+// TestDefaultTTL: lm:// carries no TTL, so objects get the server's
+// default; once it passes, GET and EXIST answer as for a missing key.
+func TestDefaultTTL(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	f := startWith(t, store.Options{DefaultTTL: time.Minute, Now: clock})
+	c := lmproto.Dial(f.addr, 2*time.Second, 0)
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Put(ctx, "k", lmproto.Meta{Dtype: 3}, []byte("kv")); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		advance time.Duration
+		want    bool
+	}{{0, true}, {59 * time.Second, true}, {time.Second, false}}
+	for _, st := range steps {
+		mu.Lock()
+		now = now.Add(st.advance)
+		mu.Unlock()
+		ok, err := c.Exist(ctx, "k")
+		if err != nil || ok != st.want {
+			t.Fatalf("after %v: exist %v %v, want %v", st.advance, ok, err, st.want)
+		}
+		v, _, err := c.Get(ctx, "k")
+		if hit := err == nil; hit != st.want || (hit && string(v) != "kv") || (!hit && !errors.Is(err, lmproto.ErrMiss)) {
+			t.Fatalf("after %v: get %q %v, want hit %v", st.advance, v, err, st.want)
+		}
+	}
+	if got := f.mem.Stats().Expired; got != 1 {
+		t.Fatalf("expired %d, want 1", got)
 	}
 }

@@ -21,6 +21,9 @@ type Metrics struct {
 	Errors   *prometheus.CounterVec   // protocol, reason
 	// Forwarded counts requests sent to the key's owner in cluster mode.
 	Forwarded *prometheus.CounterVec // op, result
+	// AuthFailures counts requests refused for a missing or wrong
+	// credential (RESP password, HTTP bearer token).
+	AuthFailures *prometheus.CounterVec // protocol
 }
 
 // New registers the metrics on reg, reading tier state from mem.
@@ -53,9 +56,16 @@ func New(reg prometheus.Registerer, mem store.Store) *Metrics {
 		Name: "warmpath_cache_forwarded_requests_total",
 		Help: "Requests forwarded to the owning peer in cluster mode, by operation (get, put, exist) and result (hit, miss, ok, error: the peer failed, answered as a miss).",
 	}, []string{"op", "result"})
+	m.AuthFailures = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmpath_cache_auth_failures_total",
+		Help: "Requests refused for a missing or wrong credential, by protocol (resp: NOAUTH or WRONGPASS; http: 401).",
+	}, []string{"protocol"})
 	// Exported at zero from the start, so dashboards show 0, not "no data".
 	for _, op := range []string{"get", "put", "exist"} {
 		m.Forwarded.WithLabelValues(op, "error")
+	}
+	for _, p := range []string{"resp", "http"} {
+		m.AuthFailures.WithLabelValues(p)
 	}
 	reg.MustRegister(&tierCollector{mem: mem})
 	return m
@@ -69,12 +79,13 @@ var (
 	objectsDesc   = prometheus.NewDesc("warmpath_cache_objects", "Objects resident in a tier.", []string{"tier"}, nil)
 	evictionsDesc = prometheus.NewDesc("warmpath_cache_evictions_total", "Objects evicted from a tier for space.", []string{"tier"}, nil)
 	rejectedDesc  = prometheus.NewDesc("warmpath_cache_rejected_objects_total", "Objects too large for a tier, not stored.", []string{"tier"}, nil)
+	expiredDesc   = prometheus.NewDesc("warmpath_cache_expired_total", "Objects reclaimed from a tier after their expiry (found on a read, reached by eviction, or on disk at start).", []string{"tier"}, nil)
 )
 
 type tierCollector struct{ mem store.Store }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc} {
+	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc, expiredDesc} {
 		ch <- d
 	}
 }
@@ -89,5 +100,6 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, float64(st.Objects), t.Name)
 		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), t.Name)
 		ch <- prometheus.MustNewConstMetric(rejectedDesc, prometheus.CounterValue, float64(st.Rejected), t.Name)
+		ch <- prometheus.MustNewConstMetric(expiredDesc, prometheus.CounterValue, float64(st.Expired), t.Name)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -23,10 +24,20 @@ import (
 
 func start(t *testing.T, cfg Config) (string, *store.Memory) {
 	t.Helper()
-	mem := store.NewMemory(256 << 20)
+	return startWith(t, cfg, store.Options{}, nil)
+}
+
+// startWith serves a memory tier built with opts, over TLS when tlsCfg is
+// set.
+func startWith(t *testing.T, cfg Config, opts store.Options, tlsCfg *tls.Config) (string, *store.Memory) {
+	t.Helper()
+	mem := store.NewMemory(256<<20, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

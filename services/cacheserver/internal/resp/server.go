@@ -161,15 +161,19 @@ func (ss *session) handle(args [][]byte) {
 			s.metrics.Duration.WithLabelValues("resp", op).Observe(time.Since(start).Seconds())
 		}
 	}()
+	wrongArity := func() {
+		ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
+		result = "error"
+	}
 	arity := func(least int) bool {
 		if len(args) < least {
-			ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
-			result = "error"
+			wrongArity()
 			return false
 		}
 		return true
 	}
 	if !ss.authed && name != "AUTH" && name != "HELLO" && name != "QUIT" {
+		s.metrics.AuthFailures.WithLabelValues("resp").Inc()
 		ss.err("NOAUTH Authentication required.")
 		result = "error"
 		return
@@ -191,12 +195,13 @@ func (ss *session) handle(args [][]byte) {
 		if !arity(3) {
 			return
 		}
-		if len(args) > 3 {
-			ss.err("ERR SET options are not supported")
+		expires, err := setExpiry(args[3:], s.mem.Now().UnixNano())
+		if err != nil {
+			ss.err(err.Error())
 			result = "error"
 			return
 		}
-		if !s.mem.Put(string(args[1]), &store.Object{Value: args[2]}) {
+		if !s.mem.Put(string(args[1]), &store.Object{Value: args[2], Expires: expires}) {
 			ss.err("ERR value larger than a memory shard")
 			result = "error"
 			return
@@ -239,6 +244,21 @@ func (ss *session) handle(args [][]byte) {
 			}
 		}
 		ss.integer(n)
+	case "EXPIRE", "PEXPIRE", "TTL", "PTTL", "PERSIST":
+		want := 2
+		if name == "EXPIRE" || name == "PEXPIRE" {
+			want = 3
+		}
+		if len(args) > want && want == 3 {
+			ss.err("ERR " + name + " options (NX, XX, GT, LT) are not supported")
+			result = "error"
+			return
+		}
+		if len(args) != want {
+			wrongArity()
+			return
+		}
+		result = ss.expireCommand(name, args)
 	case "PING":
 		if len(args) > 1 {
 			ss.bulk(args[1])
@@ -262,6 +282,7 @@ func (ss *session) handle(args [][]byte) {
 			ss.authed = true
 			ss.simple("OK")
 		default:
+			s.metrics.AuthFailures.WithLabelValues("resp").Inc()
 			ss.err("WRONGPASS invalid username-password pair or user is disabled.")
 			result = "error"
 		}

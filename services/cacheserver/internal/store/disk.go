@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
 )
@@ -25,47 +26,60 @@ import (
 // bytes, least recently used evicted. Each file is checksummed and written
 // to a temporary name then renamed, so a reader (or a restart after kill
 // -9) sees a whole object or none; a file that fails its checksum is
-// deleted and counted as a miss.
+// deleted and counted as a miss. An object past its expiry is a miss,
+// deleted when a read finds it or when the tier is opened.
 type Disk struct {
 	dir      string
 	capacity int64
+	clock    func() time.Time
 
 	mu    sync.Mutex
 	items map[string]*list.Element // key -> *diskEntry
 	lru   *list.List               // front: most recent
 	bytes int64
 
-	hits, misses, evictions, corrupt, writeErrors atomic.Uint64
+	hits, misses, evictions, corrupt, writeErrors, expired atomic.Uint64
 }
 
 type diskEntry struct {
-	key  string
-	size int64
+	key     string
+	size    int64
+	expires int64 // Unix nanoseconds, 0: never; kept here so Contains needs no read
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// file layout: magic, key length (u16), key, meta (9 x int32), value
-// length (u64), value, crc32c of everything before it.
-const diskMagic = "WPK1"
+// File layout, version 2: magic "WPK2", key length (u16), key, meta
+// (9 x int32), expiry (i64, Unix nanoseconds, 0: never), value length
+// (u64), value, crc32c of everything before it. Version 1 ("WPK1") is the
+// same without the expiry; it is still read (as never expiring), so a
+// directory written before expiries existed survives an upgrade.
+const (
+	diskMagicV1 = "WPK1"
+	diskMagic   = "WPK2"
+)
 
 // OpenDisk opens (creating) dir as a disk tier of capacity bytes and
-// rebuilds its index from the files there: partial writes (temporary files)
-// and corrupt objects are deleted. Files are read back oldest first, so
-// the LRU order survives a restart approximately.
-func OpenDisk(dir string, capacity int64) (*Disk, error) {
+// rebuilds its index from the files there: partial writes (temporary files),
+// corrupt objects and expired ones are deleted. Files are read back oldest
+// first, so the LRU order survives a restart approximately. now is the
+// clock expiries are measured against (time.Now when nil).
+func OpenDisk(dir string, capacity int64, now func() time.Time) (*Disk, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
-	d := &Disk{dir: dir, capacity: capacity, items: map[string]*list.Element{}, lru: list.New()}
+	if now == nil {
+		now = time.Now
+	}
+	d := &Disk{dir: dir, capacity: capacity, clock: now, items: map[string]*list.Element{}, lru: list.New()}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
 	type found struct {
-		key   string
-		size  int64
-		mtime int64
+		key            string
+		size           int64
+		mtime, expires int64
 	}
 	var objs []found
 	for _, e := range entries {
@@ -74,19 +88,24 @@ func OpenDisk(dir string, capacity int64) (*Disk, error) {
 		case strings.HasPrefix(e.Name(), ".tmp-"):
 			_ = os.Remove(path) // a write that never finished
 		case strings.HasSuffix(e.Name(), ".obj"):
-			key, _, err := readObject(path)
+			key, obj, err := readObject(path)
 			info, ierr := e.Info()
 			if err != nil || ierr != nil || objectName(key) != e.Name() {
 				d.corrupt.Add(1)
 				_ = os.Remove(path)
 				continue
 			}
-			objs = append(objs, found{key, info.Size(), info.ModTime().UnixNano()})
+			if obj.expired(d.now()) {
+				d.expired.Add(1)
+				_ = os.Remove(path)
+				continue
+			}
+			objs = append(objs, found{key, info.Size(), info.ModTime().UnixNano(), obj.Expires})
 		}
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].mtime < objs[j].mtime })
 	for _, o := range objs {
-		d.items[o.key] = d.lru.PushFront(&diskEntry{key: o.key, size: o.size})
+		d.items[o.key] = d.lru.PushFront(&diskEntry{key: o.key, size: o.size, expires: o.expires})
 		d.bytes += o.size
 	}
 	d.mu.Lock()
@@ -95,13 +114,15 @@ func OpenDisk(dir string, capacity int64) (*Disk, error) {
 	return d, nil
 }
 
+func (d *Disk) now() int64 { return d.clock().UnixNano() }
+
 func objectName(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:]) + ".obj"
 }
 
 func encodeObject(key string, obj *Object) []byte {
-	b := make([]byte, 0, 4+2+len(key)+36+8+len(obj.Value)+4)
+	b := make([]byte, 0, 4+2+len(key)+36+8+8+len(obj.Value)+4)
 	b = append(b, diskMagic...)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(key)))
 	b = append(b, key...)
@@ -109,6 +130,7 @@ func encodeObject(key string, obj *Object) []byte {
 	for _, v := range []int32{m.Length, m.Fmt, m.Dtype, m.Location, m.Shape[0], m.Shape[1], m.Shape[2], m.Shape[3], 0} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(obj.Expires))
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(obj.Value)))
 	b = append(b, obj.Value...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -122,7 +144,21 @@ func readObject(path string) (string, *Object, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	if len(b) < 4+2+36+8+4 || string(b[:4]) != diskMagic {
+	return decodeObject(b)
+}
+
+// decodeObject verifies and decodes one file's bytes, either version. The
+// returned value is a copy: b may be reused.
+func decodeObject(b []byte) (string, *Object, error) {
+	if len(b) < 4+2+36+8+4 {
+		return "", nil, errCorrupt
+	}
+	var expiryLen int
+	switch string(b[:4]) {
+	case diskMagic:
+		expiryLen = 8
+	case diskMagicV1:
+	default:
 		return "", nil, errCorrupt
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
@@ -130,7 +166,7 @@ func readObject(path string) (string, *Object, error) {
 		return "", nil, errCorrupt
 	}
 	kl := int(binary.LittleEndian.Uint16(b[4:]))
-	if 6+kl+36+8 > len(body) {
+	if 6+kl+36+expiryLen+8 > len(body) {
 		return "", nil, errCorrupt
 	}
 	key := string(b[6 : 6+kl])
@@ -138,6 +174,10 @@ func readObject(path string) (string, *Object, error) {
 	v := func(i int) int32 { return int32(binary.LittleEndian.Uint32(b[p+4*i:])) }
 	obj := &Object{Meta: lmproto.Meta{Length: v(0), Fmt: v(1), Dtype: v(2), Location: v(3), Shape: [4]int32{v(4), v(5), v(6), v(7)}}}
 	p += 36
+	if expiryLen > 0 {
+		obj.Expires = int64(binary.LittleEndian.Uint64(b[p:]))
+		p += expiryLen
+	}
 	n := binary.LittleEndian.Uint64(b[p:])
 	p += 8
 	if uint64(len(body)-p) != n {
@@ -172,7 +212,7 @@ func (d *Disk) Put(key string, obj *Object) error {
 		d.bytes -= el.Value.(*diskEntry).size
 		d.lru.Remove(el)
 	}
-	d.items[key] = d.lru.PushFront(&diskEntry{key: key, size: int64(len(data))})
+	d.items[key] = d.lru.PushFront(&diskEntry{key: key, size: int64(len(data)), expires: obj.Expires})
 	d.bytes += int64(len(data))
 	d.evictLocked()
 	return nil
@@ -205,15 +245,38 @@ func (d *Disk) evictLocked() {
 	}
 }
 
-// Get reads key's object; a missing or corrupt file is a miss.
-func (d *Disk) Get(key string) (*Object, bool) {
+// lookup returns key's live index entry, removing (and deleting the file
+// of) an expired one.
+func (d *Disk) lookup(key string) (*diskEntry, bool) {
 	d.mu.Lock()
 	el, ok := d.items[key]
-	if ok {
-		d.lru.MoveToFront(el)
-	}
-	d.mu.Unlock()
 	if !ok {
+		d.mu.Unlock()
+		return nil, false
+	}
+	e := el.Value.(*diskEntry)
+	if e.expires != 0 && d.now() >= e.expires {
+		d.removeLocked(el)
+		d.mu.Unlock()
+		d.expired.Add(1)
+		_ = os.Remove(filepath.Join(d.dir, objectName(key)))
+		return nil, false
+	}
+	d.lru.MoveToFront(el)
+	d.mu.Unlock()
+	return e, true
+}
+
+func (d *Disk) removeLocked(el *list.Element) {
+	e := el.Value.(*diskEntry)
+	d.bytes -= e.size
+	d.lru.Remove(el)
+	delete(d.items, e.key)
+}
+
+// Get reads key's object; a missing, expired or corrupt file is a miss.
+func (d *Disk) Get(key string) (*Object, bool) {
+	if _, ok := d.lookup(key); !ok {
 		d.misses.Add(1)
 		return nil, false
 	}
@@ -230,28 +293,39 @@ func (d *Disk) Get(key string) (*Object, bool) {
 	return obj, true
 }
 
-// Contains reports whether key is on disk.
+// Contains reports whether key is on disk and unexpired.
 func (d *Disk) Contains(key string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.items[key]
+	_, ok := d.lookup(key)
 	return ok
 }
 
-// Delete removes key; it reports whether it was there.
+// Expires returns key's expiry in Unix nanoseconds (0: never); ok is false
+// when key is absent or expired.
+func (d *Disk) Expires(key string) (at int64, ok bool) {
+	e, ok := d.lookup(key)
+	if !ok {
+		return 0, false
+	}
+	return e.expires, true
+}
+
+// Delete removes key; it reports whether it was there unexpired.
 func (d *Disk) Delete(key string) bool {
 	d.mu.Lock()
-	el, ok := d.items[key]
-	if ok {
-		d.bytes -= el.Value.(*diskEntry).size
-		d.lru.Remove(el)
-		delete(d.items, key)
+	el, indexed := d.items[key]
+	live := indexed
+	if indexed {
+		if e := el.Value.(*diskEntry); e.expires != 0 && d.now() >= e.expires {
+			live = false
+			d.expired.Add(1)
+		}
+		d.removeLocked(el)
 	}
 	d.mu.Unlock()
-	if ok {
+	if indexed { // live or not: an expired file is garbage too
 		_ = os.Remove(filepath.Join(d.dir, objectName(key)))
 	}
-	return ok
+	return live
 }
 
 // Stats returns the disk tier's counters (Rejected counts corrupt objects
@@ -261,5 +335,5 @@ func (d *Disk) Stats() Stats {
 	defer d.mu.Unlock()
 	return Stats{Objects: int64(len(d.items)), Bytes: d.bytes, Capacity: d.capacity,
 		Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(),
-		Rejected: d.corrupt.Load() + d.writeErrors.Load()}
+		Rejected: d.corrupt.Load() + d.writeErrors.Load(), Expired: d.expired.Load()}
 }

@@ -18,7 +18,7 @@ import (
 
 func TestDiskRoundTripAndRestart(t *testing.T) {
 	dir := t.TempDir()
-	d, err := OpenDisk(dir, 1<<20)
+	d, err := OpenDisk(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestDiskRoundTripAndRestart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, objectName("garbage")), []byte("WPK1 not an object"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d2, err := OpenDisk(dir, 1<<20)
+	d2, err := OpenDisk(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestDiskRoundTripAndRestart(t *testing.T) {
 
 func TestDiskCorruptionIsAMiss(t *testing.T) {
 	dir := t.TempDir()
-	d, _ := OpenDisk(dir, 1<<20)
+	d, _ := OpenDisk(dir, 1<<20, nil)
 	_ = d.Put("k", &Object{Value: []byte("value bytes")})
 	path := filepath.Join(dir, objectName("k"))
 	b, _ := os.ReadFile(path)
@@ -70,7 +70,7 @@ func TestDiskCorruptionIsAMiss(t *testing.T) {
 }
 
 func TestDiskCapacity(t *testing.T) {
-	d, _ := OpenDisk(t.TempDir(), 100<<10)
+	d, _ := OpenDisk(t.TempDir(), 100<<10, nil)
 	for i := range 50 {
 		_ = d.Put(fmt.Sprint(i), &Object{Value: make([]byte, 10<<10)})
 	}
@@ -94,8 +94,8 @@ func TestTieredWriteBehindAndPromotion(t *testing.T) {
 		tier := tier0
 		tier.Wait()
 	}()
-	mem := NewMemory(16 * 64 << 10) // 64 KiB per shard
-	disk, _ := OpenDisk(t.TempDir(), 64<<20)
+	mem := NewMemory(16*64<<10, Options{}) // 64 KiB per shard
+	disk, _ := OpenDisk(t.TempDir(), 64<<20, nil)
 	tier := NewTiered(ctx, mem, disk, 0, nil)
 	tier0 = tier
 	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 20<<10) }
@@ -145,7 +145,7 @@ func TestCrashDuringWrites(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	d, err := OpenDisk(dir, 1<<30)
+	d, err := OpenDisk(dir, 1<<30, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func crashValue(i int) []byte {
 
 // crashChild writes objects as fast as it can until it is killed.
 func crashChild(dir string) {
-	d, err := OpenDisk(dir, 1<<30)
+	d, err := OpenDisk(dir, 1<<30, nil)
 	if err != nil {
 		os.Exit(2)
 	}

@@ -7,12 +7,18 @@
 // so the bound holds for small objects too. Values are never copied on
 // Get: an object is immutable once stored, and a replacement is a new
 // object.
+//
+// Objects may carry an expiry (Object.Expires). An expired object is a miss
+// in every tier and is reclaimed lazily: when a read finds it, when
+// eviction reaches it (it then leaves without being written behind), and,
+// on disk, when the tier is opened.
 package store
 
 import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -27,6 +33,21 @@ const EntryOverhead = 160
 type Object struct {
 	Value []byte
 	Meta  lmproto.Meta
+	// Expires is when the object stops being served, in Unix nanoseconds
+	// (8 bytes per object rather than a time.Time's 24); 0: never.
+	Expires int64
+}
+
+// expired reports whether o has expired at now (Unix nanoseconds).
+func (o *Object) expired(now int64) bool { return o.Expires != 0 && now >= o.Expires }
+
+// Options configure the memory tier.
+type Options struct {
+	// DefaultTTL is given to objects stored without an expiry (0: none).
+	DefaultTTL time.Duration
+	// Now is the clock expiries are measured against (time.Now when nil);
+	// tests inject one to expire objects without sleeping.
+	Now func() time.Time
 }
 
 func (o *Object) size(key string) int64 {
@@ -38,27 +59,59 @@ type Stats struct {
 	Objects, Bytes, Capacity int64
 	Hits, Misses, Evictions  uint64
 	Rejected                 uint64 // objects larger than a shard
+	Expired                  uint64 // objects reclaimed after their expiry
 }
 
 // Memory is the memory tier. Safe for concurrent use.
 type Memory struct {
-	shards []*shard
+	shards     []*shard
+	defaultTTL time.Duration
+	clock      func() time.Time
 	// Evicted, when set, receives objects pushed out for space (the disk
-	// tier writes them behind). Called with no lock held.
+	// tier writes them behind). Called with no lock held. Expired objects
+	// are not passed on.
 	Evicted func(key string, obj *Object)
 
-	hits, misses, evictions, rejected atomic.Uint64
+	hits, misses, evictions, rejected, expired atomic.Uint64
 }
 
 const numShards = 16
 
 // NewMemory returns a memory tier holding at most capacity bytes.
-func NewMemory(capacity int64) *Memory {
-	m := &Memory{shards: make([]*shard, numShards)}
+func NewMemory(capacity int64, opts Options) *Memory {
+	m := &Memory{shards: make([]*shard, numShards), defaultTTL: opts.DefaultTTL, clock: opts.Now}
+	if m.clock == nil {
+		m.clock = time.Now
+	}
 	for i := range m.shards {
 		m.shards[i] = newShard(capacity / numShards)
 	}
 	return m
+}
+
+// Now returns the tier's clock reading: servers turn a relative TTL into
+// Object.Expires with it.
+func (m *Memory) Now() time.Time { return m.clock() }
+
+func (m *Memory) now() int64 { return m.clock().UnixNano() }
+
+// applyDefault gives obj the default TTL when it has no expiry of its own.
+func (m *Memory) applyDefault(obj *Object) {
+	if obj.Expires == 0 && m.defaultTTL > 0 {
+		obj.Expires = m.now() + int64(m.defaultTTL)
+	}
+}
+
+// lookup returns key's live entry with the shard locked, removing it if it
+// has expired. The caller unlocks s.mu.
+func (m *Memory) lookup(s *shard, key string) (*entry, bool) {
+	e, ok := s.items[key]
+	if ok && e.obj.Expires != 0 && e.obj.expired(m.now()) {
+		s.remove(e)
+		m.expired.Add(1)
+		return nil, false
+	}
+	return e, ok
 }
 
 func (m *Memory) shard(key string) *shard {
@@ -70,9 +123,13 @@ func (m *Memory) shard(key string) *shard {
 func (m *Memory) Get(key string) (*Object, bool) {
 	s := m.shard(key)
 	s.mu.Lock()
-	e, ok := s.items[key]
-	if ok && e.freq < 3 {
-		e.freq++
+	e, ok := m.lookup(s, key)
+	var obj *Object
+	if ok {
+		obj = e.obj // under the lock: SetExpires swaps it
+		if e.freq < 3 {
+			e.freq++
+		}
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -80,31 +137,46 @@ func (m *Memory) Get(key string) (*Object, bool) {
 		return nil, false
 	}
 	m.hits.Add(1)
-	return e.obj, true
+	return obj, true
 }
 
 // Contains reports whether key is stored, without counting a hit.
 func (m *Memory) Contains(key string) bool {
 	s := m.shard(key)
 	s.mu.Lock()
-	_, ok := s.items[key]
+	_, ok := m.lookup(s, key)
 	s.mu.Unlock()
 	return ok
 }
 
-// Put stores obj under key, replacing any object there. It reports false
-// when obj is larger than a shard's capacity and was not stored.
+// Put stores obj under key, replacing any object there; it takes obj (an
+// object without an expiry is given the default TTL). It reports false
+// when obj is larger than a shard's capacity and was not stored. An
+// object that has already expired replaces the key by deleting it.
 func (m *Memory) Put(key string, obj *Object) bool {
+	m.applyDefault(obj)
+	return m.put(key, obj)
+}
+
+// put is Put without the default TTL: promotion from the disk tier keeps
+// the expiry an object was stored with.
+func (m *Memory) put(key string, obj *Object) bool {
 	s := m.shard(key)
 	size := obj.size(key)
 	if size > s.capacity {
 		m.rejected.Add(1)
 		return false
 	}
+	now := m.now()
+	if obj.expired(now) {
+		m.Delete(key)
+		return true
+	}
 	s.mu.Lock()
-	evicted := s.put(key, obj, size)
+	evicted, expired := s.put(key, obj, size, now)
 	s.mu.Unlock()
 	m.evictions.Add(uint64(len(evicted)))
+	m.expired.Add(uint64(expired))
 	if m.Evicted != nil {
 		for _, e := range evicted {
 			m.Evicted(e.key, e.obj)
@@ -118,16 +190,51 @@ func (m *Memory) Delete(key string) bool {
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.items[key]
+	e, ok := m.lookup(s, key)
 	if ok {
 		s.remove(e)
 	}
 	return ok
 }
 
+// Expires returns key's expiry in Unix nanoseconds (0: never); ok is
+// false when key is absent or expired.
+func (m *Memory) Expires(key string) (at int64, ok bool) {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := m.lookup(s, key)
+	if !ok {
+		return 0, false
+	}
+	return e.obj.Expires, true
+}
+
+// SetExpires changes key's expiry to at (Unix nanoseconds; 0: never); an
+// at not after now deletes key. It reports whether key was stored. The
+// stored object is replaced by a copy, so readers holding it see no
+// change.
+func (m *Memory) SetExpires(key string, at int64) bool {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := m.lookup(s, key)
+	if !ok {
+		return false
+	}
+	if at != 0 && at <= m.now() {
+		s.remove(e)
+		return true
+	}
+	c := *e.obj
+	c.Expires = at
+	e.obj = &c
+	return true
+}
+
 // Stats returns the current counters.
 func (m *Memory) Stats() Stats {
-	st := Stats{Hits: m.hits.Load(), Misses: m.misses.Load(), Evictions: m.evictions.Load(), Rejected: m.rejected.Load()}
+	st := Stats{Hits: m.hits.Load(), Misses: m.misses.Load(), Evictions: m.evictions.Load(), Rejected: m.rejected.Load(), Expired: m.expired.Load()}
 	for _, s := range m.shards {
 		s.mu.Lock()
 		st.Objects += int64(len(s.items))
@@ -168,8 +275,10 @@ func newShard(capacity int64) *shard {
 		ghost: map[string]*list.Element{}, ghostList: list.New()}
 }
 
-// put inserts or replaces key and returns the entries evicted for space.
-func (s *shard) put(key string, obj *Object, size int64) []*entry {
+// put inserts or replaces key and returns the entries evicted for space
+// and how many expired entries eviction reclaimed on the way (now: Unix
+// nanoseconds).
+func (s *shard) put(key string, obj *Object, size, now int64) ([]*entry, int) {
 	if old, ok := s.items[key]; ok {
 		s.remove(old)
 	}
@@ -186,26 +295,37 @@ func (s *shard) put(key string, obj *Object, size int64) []*entry {
 	s.items[key] = e
 	s.bytes += size
 	var evicted []*entry
+	expired := 0
 	for s.bytes > s.capacity {
-		if v := s.evict(); v != nil {
+		v := s.evict(now)
+		switch {
+		case v == nil:
+		case v.obj.expired(now):
+			expired++ // dead: not worth writing behind
+		default:
 			evicted = append(evicted, v)
 		}
 	}
-	return evicted
+	return evicted, expired
 }
 
 // evict frees space per S3-FIFO: from small while it holds over 10% of the
 // capacity, else from main. It returns the entry that left the tier, or
-// nil when it only moved one between queues.
-func (s *shard) evict() *entry {
+// nil when it only moved one between queues. An expired entry leaves
+// whatever its frequency, and is not remembered as a ghost.
+func (s *shard) evict(now int64) *entry {
 	if s.smallBytes > s.capacity/10 || s.main.Len() == 0 {
 		back := s.small.Back()
 		if back == nil {
-			return s.evictMain()
+			return s.evictMain(now)
 		}
 		e := back.Value.(*entry)
 		s.small.Remove(back)
 		s.smallBytes -= e.size
+		if e.obj.expired(now) {
+			s.drop(e)
+			return e
+		}
 		if e.freq > 0 {
 			// Hit while in small: worth keeping.
 			e.freq, e.main = 0, true
@@ -216,17 +336,17 @@ func (s *shard) evict() *entry {
 		s.addGhost(e.key)
 		return e
 	}
-	return s.evictMain()
+	return s.evictMain(now)
 }
 
-func (s *shard) evictMain() *entry {
+func (s *shard) evictMain(now int64) *entry {
 	for {
 		back := s.main.Back()
 		if back == nil {
 			return nil
 		}
 		e := back.Value.(*entry)
-		if e.freq > 0 {
+		if e.freq > 0 && !e.obj.expired(now) {
 			e.freq--
 			s.main.MoveToFront(back)
 			continue

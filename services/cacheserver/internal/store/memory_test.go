@@ -10,7 +10,7 @@ import (
 func obj(n int) *Object { return &Object{Value: bytes.Repeat([]byte{1}, n)} }
 
 func TestPutGetDelete(t *testing.T) {
-	m := NewMemory(16 << 20)
+	m := NewMemory(16<<20, Options{})
 	o := &Object{Value: []byte("kv bytes")}
 	o.Meta.Dtype = 3
 	if !m.Put("k", o) {
@@ -51,7 +51,7 @@ func TestCapacityBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := NewMemory(tt.capacity)
+			m := NewMemory(tt.capacity, Options{})
 			evicted := 0
 			m.Evicted = func(string, *Object) { evicted++ }
 			// Three times the capacity streams through.
@@ -84,7 +84,7 @@ func TestCapacityBound(t *testing.T) {
 // TestScanResistance: a hot set that is read keeps its place while a scan
 // of one-time keys twice the capacity streams through.
 func TestScanResistance(t *testing.T) {
-	m := NewMemory(16 << 20) // 1 MiB per shard
+	m := NewMemory(16<<20, Options{}) // 1 MiB per shard
 	const hot = 64
 	val := 64 << 10
 	for i := range hot {
@@ -110,7 +110,7 @@ func TestScanResistance(t *testing.T) {
 }
 
 func TestOversizedRejected(t *testing.T) {
-	m := NewMemory(1 << 20)
+	m := NewMemory(1<<20, Options{})
 	if m.Put("big", obj(1<<20)) {
 		t.Fatal("an object larger than a shard was stored")
 	}
@@ -120,7 +120,7 @@ func TestOversizedRejected(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	m := NewMemory(8 << 20)
+	m := NewMemory(8<<20, Options{})
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Go(func() {

@@ -5,15 +5,26 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Store is what the servers read and write: the memory tier alone, or the
-// memory tier over a disk tier.
+// memory tier over a disk tier. An expired object is absent to every
+// method.
 type Store interface {
 	Get(key string) (*Object, bool)
+	// Put takes obj; one with Expires 0 gets the default TTL.
 	Put(key string, obj *Object) bool
 	Contains(key string) bool
 	Delete(key string) bool
+	// Expires returns key's expiry (Unix nanoseconds, 0: never); ok is
+	// false when key is absent.
+	Expires(key string) (at int64, ok bool)
+	// SetExpires changes key's expiry (0: never; not after Now: delete)
+	// and reports whether key was there.
+	SetExpires(key string, at int64) bool
+	// Now is the store's clock, against which expiries are measured.
+	Now() time.Time
 	// Tiers returns each tier's counters, fastest first.
 	Tiers() []TierStats
 }
@@ -85,6 +96,9 @@ func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueLen int, log *
 }
 
 func (t *Tiered) write(p pending) {
+	if p.obj.expired(t.mem.now()) {
+		return // expired while queued: not worth a file
+	}
 	if err := t.disk.Put(p.key, p.obj); err != nil {
 		t.log.Warn("disk tier: write-behind failed", "err", err)
 	}
@@ -101,15 +115,62 @@ func (t *Tiered) Get(key string) (*Object, bool) {
 	}
 	obj, ok := t.disk.Get(key)
 	if ok {
-		t.mem.Put(key, obj)
+		t.mem.put(key, obj) // keeps the expiry it was stored with
 	}
 	return obj, ok
 }
 
 // Put stores in memory; the disk sees the object when memory evicts it.
+//
+// A disk copy of an older object under key is deleted first: left there,
+// it would be served again (with its old value and expiry) if this one
+// left memory without being written behind (a full queue, an expiry).
 func (t *Tiered) Put(key string, obj *Object) bool {
-	if !t.mem.Put(key, obj) {
+	t.mem.applyDefault(obj)
+	t.disk.Delete(key)
+	if obj.expired(t.mem.now()) {
+		t.mem.Delete(key)
+		return true
+	}
+	if !t.mem.put(key, obj) {
 		return t.disk.Put(key, obj) == nil // too big for memory: straight to disk
+	}
+	return true
+}
+
+// Now is the memory tier's clock (the disk tier is given the same one).
+func (t *Tiered) Now() time.Time { return t.mem.Now() }
+
+// Expires returns key's expiry from the tier that serves it.
+func (t *Tiered) Expires(key string) (int64, bool) {
+	if at, ok := t.mem.Expires(key); ok {
+		return at, true
+	}
+	return t.disk.Expires(key)
+}
+
+// SetExpires changes key's expiry where it is served from. A copy held in
+// memory is the current one: the disk's copy, now stale, is deleted (memory
+// writes the object behind when it evicts it). A key on disk alone is
+// rewritten with its new expiry.
+func (t *Tiered) SetExpires(key string, at int64) bool {
+	if t.mem.SetExpires(key, at) {
+		t.disk.Delete(key)
+		return true
+	}
+	obj, ok := t.disk.Get(key)
+	if !ok {
+		return false
+	}
+	if at != 0 && at <= t.mem.now() {
+		t.disk.Delete(key)
+		return true
+	}
+	c := *obj
+	c.Expires = at
+	if err := t.disk.Put(key, &c); err != nil {
+		t.log.Warn("disk tier: rewriting an expiry failed", "err", err)
+		t.disk.Delete(key) // never leave the old expiry in force
 	}
 	return true
 }
