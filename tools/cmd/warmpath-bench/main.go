@@ -73,7 +73,9 @@ func demoWorkloads(seed uint64, scale float64) ([]demo.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	ld, err := workload.LongDoc{Docs: 24, DocTokens: 8192, Questions: 4, Question: 32, Output: 32, Rate: 6,
+	// Twelve 8K-token documents: a worker's share (three) fits its GPU and
+	// L1, the whole set does not, so where a follow-up lands matters.
+	ld, err := workload.LongDoc{Docs: 12, DocTokens: 8192, Questions: 5, Question: 32, Output: 32, Rate: 3,
 		Seed: seed}.Generate(words)
 	if err != nil {
 		return nil, err
@@ -101,7 +103,7 @@ func runDemo(ctx context.Context, args []string) error {
 	bin := fs.String("bin-dir", "bin", "directory holding vllm-sim, router and cacheserver (make build)")
 	out := fs.String("out", "out/demo", "report directory (markdown, JSON, PNGs, logs)")
 	workers := fs.Int("workers", 4, "simulated workers")
-	scale := fs.Float64("time-scale", 10, "simulator speed-up over the modelled GPU; reported latencies are scaled back")
+	scale := fs.Float64("time-scale", 3, "simulator speed-up over the modelled GPU; reported latencies are scaled back")
 	strategies := fs.String("strategies", "roundrobin,session,prefixaware,kvaware", "strategies to compare")
 	gpuBlocks := fs.Int("gpu-blocks", 1024, "GPU KV blocks of 16 tokens per worker (small, so caching matters)")
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
