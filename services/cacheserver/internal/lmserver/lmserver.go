@@ -10,10 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/connserve"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
@@ -44,10 +44,6 @@ type Server struct {
 	mem     Backend
 	metrics *metrics.Metrics
 	log     *slog.Logger
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
 }
 
 // New returns a server over mem.
@@ -61,43 +57,12 @@ func New(cfg Config, mem Backend, m *metrics.Metrics, log *slog.Logger) *Server 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, mem: mem, metrics: m, log: log, conns: map[net.Conn]struct{}{}}
+	return &Server{cfg: cfg, mem: mem, metrics: m, log: log}
 }
 
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
-	defer stop()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				s.closeAll()
-				s.wg.Wait()
-				return nil
-			}
-			return err
-		}
-		s.mu.Lock()
-		s.conns[conn] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.serveConn(conn)
-			s.mu.Lock()
-			delete(s.conns, conn)
-			s.mu.Unlock()
-		}()
-	}
-}
-
-func (s *Server) closeAll() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		_ = c.Close()
-	}
+	return connserve.Serve(ctx, ln, s.serveConn)
 }
 
 // deadlineReader arms the idle timeout before a request's first byte and

@@ -12,9 +12,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/warmpath/warmpath/services/cacheserver/internal/connserve"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
@@ -36,10 +36,6 @@ type Server struct {
 	mem     store.Store
 	metrics *metrics.Metrics
 	log     *slog.Logger
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
 }
 
 // New returns a server over mem.
@@ -53,39 +49,12 @@ func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Ser
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, mem: mem, metrics: m, log: log, conns: map[net.Conn]struct{}{}}
+	return &Server{cfg: cfg, mem: mem, metrics: m, log: log}
 }
 
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
-	defer stop()
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				s.mu.Lock()
-				for c := range s.conns {
-					_ = c.Close()
-				}
-				s.mu.Unlock()
-				s.wg.Wait()
-				return nil
-			}
-			return err
-		}
-		s.mu.Lock()
-		s.conns[conn] = struct{}{}
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.serveConn(conn)
-			s.mu.Lock()
-			delete(s.conns, conn)
-			s.mu.Unlock()
-		}()
-	}
+	return connserve.Serve(ctx, ln, s.serveConn)
 }
 
 // idleReader re-arms the idle timeout on every read.
