@@ -230,18 +230,8 @@ func (k *KVAware) predict(keys []uint64, worker string, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.preds)+len(keys) > k.cfg.MaxPredictions {
-		for key, ps := range k.preds {
-			live := ps[:0]
-			for _, p := range ps {
-				if now.Before(p.until) {
-					live = append(live, p)
-				}
-			}
-			if len(live) == 0 {
-				delete(k.preds, key)
-			} else {
-				k.preds[key] = live
-			}
+		for key := range k.preds {
+			k.keepPredictions(key, func(p prediction) bool { return now.Before(p.until) })
 		}
 		if len(k.preds)+len(keys) > k.cfg.MaxPredictions {
 			return // still full of live predictions: skip this one
@@ -271,21 +261,7 @@ func (k *KVAware) Confirm(worker string, keys []uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, key := range keys {
-		ps, ok := k.preds[key]
-		if !ok {
-			continue
-		}
-		live := ps[:0]
-		for _, p := range ps {
-			if p.worker != worker {
-				live = append(live, p)
-			}
-		}
-		if len(live) == 0 {
-			delete(k.preds, key)
-		} else {
-			k.preds[key] = live
-		}
+		k.keepPredictions(key, func(p prediction) bool { return p.worker != worker })
 	}
 }
 
@@ -294,18 +270,29 @@ func (k *KVAware) Forget(endpointID string) {
 	k.fallback.Forget(endpointID)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for key, ps := range k.preds {
-		live := ps[:0]
-		for _, p := range ps {
-			if p.worker != endpointID {
-				live = append(live, p)
-			}
+	for key := range k.preds {
+		k.keepPredictions(key, func(p prediction) bool { return p.worker != endpointID })
+	}
+}
+
+// keepPredictions keeps key's predictions that keep accepts, dropping the
+// key when none is left; k.mu held. (Deleting the current key while
+// ranging over the map is allowed.)
+func (k *KVAware) keepPredictions(key uint64, keep func(prediction) bool) {
+	ps, ok := k.preds[key]
+	if !ok {
+		return
+	}
+	live := ps[:0]
+	for _, p := range ps {
+		if keep(p) {
+			live = append(live, p)
 		}
-		if len(live) == 0 {
-			delete(k.preds, key)
-		} else {
-			k.preds[key] = live
-		}
+	}
+	if len(live) == 0 {
+		delete(k.preds, key)
+	} else {
+		k.preds[key] = live
 	}
 }
 
