@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -25,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warmpath/warmpath/libs/flagenv"
+	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
@@ -146,7 +145,7 @@ func run() error {
 		return err
 	}
 	if *pprofAddr != "" {
-		go servePprof(ctx, *pprofAddr, log)
+		go httpserve.ServePprof(ctx, *pprofAddr, log)
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -196,23 +195,4 @@ func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns,
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: ns, Selector: selector, Port: port, Log: log})
-}
-
-// servePprof exposes the Go profiler on its own listener, never on the API
-// port.
-func servePprof(ctx context.Context, addr string, log *slog.Logger) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Error("pprof listener", "err", err)
-	}
 }
