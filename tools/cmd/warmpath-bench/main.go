@@ -11,6 +11,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -218,6 +219,7 @@ func runDES(args []string) error {
 	gpuBlocks := fs.Int("gpu-blocks", 0, "GPU KV blocks of 16 tokens per worker (0: the preset's at 0.9 memory utilisation)")
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (0: no LMCache)")
 	strategies := fs.String("strategies", strings.Join(strategy.Names, ","), "strategies to compare")
+	stratFile := fs.String("strategy-config", "", "JSON file with the router's strategy settings (prefixAware, session, kvAware, loadGuard; as in its config file); default: the router's defaults")
 	out := fs.String("out", "", "JSON report path (default: bench/results/routing_<workload>.json)")
 	var wf workloadFlags
 	wf.register(fs)
@@ -238,9 +240,19 @@ func runDES(args []string) error {
 	}
 	cfg := des.Config{Workers: *workers, Preset: *preset, NumGPUBlocks: *gpuBlocks, L1Bytes: int64(*l1GB * 1e9),
 		Model: "meta-llama/Llama-3.1-8B-Instruct"}
+	base := strategy.Defaults()
+	if *stratFile != "" {
+		b, err := os.ReadFile(*stratFile)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &base); err != nil {
+			return fmt.Errorf("%s: %w", *stratFile, err)
+		}
+	}
 	var sums []report.Summary
 	for _, s := range strings.Split(*strategies, ",") {
-		cfg.Strategy = strategy.Defaults()
+		cfg.Strategy = base
 		cfg.Strategy.Name = s
 		began := time.Now()
 		res, err := des.Run(cfg, reqs)
@@ -263,7 +275,7 @@ func runDES(args []string) error {
 	path := cmp.Or(*out, filepath.Join("bench", "results", "routing_"+name+".json"))
 	return report.WriteJSON(path, map[string]any{
 		"workload": name, "requests": len(reqs), "workers": *workers, "gpu_blocks": *gpuBlocks, "l1_gb": *l1GB,
-		"mode": "des", "strategies": sums, "goal": goal,
+		"mode": "des", "strategies": sums, "goal": goal, "strategy_config": base,
 		"environment": map[string]any{"go_version": runtime.Version(), "cores": runtime.NumCPU(), "timestamp": time.Now().UTC().Format(time.RFC3339)},
 	})
 }
