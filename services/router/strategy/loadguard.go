@@ -16,7 +16,7 @@ import (
 // fleet keeps cache affinity that an absolute window alone would squeeze out.
 // The zero value (Window 0, Ratio 0) makes only the least-loaded endpoints
 // eligible: cache scores then merely break ties among them. Defaults(): Window
-// 2, Ratio 0.1.
+// 1, Ratio 0.2.
 type LoadGuardConfig struct {
 	// Window is the absolute slack in requests (>= 0).
 	Window float64 `json:"window" yaml:"window"`
