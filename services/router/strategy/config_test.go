@@ -52,6 +52,7 @@ func TestValidate(t *testing.T) {
 		{"NaN chars per token", func(c *Config) { c.PrefixAware.CharsPerToken = math.NaN() }, "prefixAware.charsPerToken"},
 		{"negative fallback", func(c *Config) { c.PrefixAware.FallbackCapacityTokens = -5 }, "prefixAware.fallbackCapacityTokens"},
 		{"negative max chunks", func(c *Config) { c.PrefixAware.MaxChunksPerEndpoint = -5 }, "prefixAware.maxChunksPerEndpoint"},
+		{"negative offload", func(c *Config) { c.PrefixAware.OffloadCapacityTokens = -1 }, "prefixAware.offloadCapacityTokens must not be negative"},
 		{"load factor below 1", func(c *Config) { c.Session.LoadFactor = 0.9 }, "session.loadFactor must be a finite number >= 1, got 0.9"},
 		{"bad header", func(c *Config) { c.Session.Headers = []string{"x-session-id", "x user"} }, `session.headers[1]: "x user" is not a valid header name`},
 		{"empty header", func(c *Config) { c.Session.Headers = []string{""} }, `session.headers[0]`},

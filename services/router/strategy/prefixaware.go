@@ -25,6 +25,13 @@ type PrefixAwareConfig struct {
 	// reports (default 262144 chunks, i.e. 32 MiB of text at the default
 	// chunk size, about 100 bytes of router memory per chunk).
 	MaxChunksPerEndpoint int `json:"maxChunksPerEndpoint" yaml:"maxChunksPerEndpoint"`
+	// OffloadCapacityTokens is what each worker's KV offload tier (LMCache
+	// L1 in CPU RAM) holds beyond its GPU cache, in tokens: LMCache's
+	// max_local_cpu_size over the model's KV bytes per token (5 GB / 128 KiB
+	// ≈ 38000 for Llama-3.1-8B). A prompt evicted from the GPU but still in
+	// L1 is served from there, so the router should keep remembering it.
+	// Default 0: GPU only, as vLLM's metrics report it.
+	OffloadCapacityTokens int `json:"offloadCapacityTokens,omitempty" yaml:"offloadCapacityTokens,omitempty"`
 }
 
 func (c PrefixAwareConfig) withDefaults() PrefixAwareConfig {
@@ -53,19 +60,23 @@ func (c PrefixAwareConfig) validate() error {
 		return errorf("prefixAware.fallbackCapacityTokens must be positive, got %d", c.FallbackCapacityTokens)
 	case c.MaxChunksPerEndpoint <= 0:
 		return errorf("prefixAware.maxChunksPerEndpoint must be positive, got %d", c.MaxChunksPerEndpoint)
+	case c.OffloadCapacityTokens < 0:
+		return errorf("prefixAware.offloadCapacityTokens must not be negative, got %d", c.OffloadCapacityTokens)
 	}
 	return nil
 }
 
 // CapacityChunks returns how many chunk hashes PrefixAware keeps for ep:
 // its cache capacity in tokens (NumGPUBlocks × BlockSize when both are
-// known, else FallbackCapacityTokens) × CharsPerToken / ChunkSize, rounded
-// up, at least 1 and at most MaxChunksPerEndpoint. c must be defaulted.
+// known, else FallbackCapacityTokens, plus OffloadCapacityTokens) ×
+// CharsPerToken / ChunkSize, rounded up, at least 1 and at most
+// MaxChunksPerEndpoint. c must be defaulted.
 func (c PrefixAwareConfig) CapacityChunks(ep Endpoint) int {
 	tokens := float64(c.FallbackCapacityTokens)
 	if ep.NumGPUBlocks > 0 && ep.BlockSize > 0 {
 		tokens = float64(ep.NumGPUBlocks) * float64(ep.BlockSize)
 	}
+	tokens += float64(c.OffloadCapacityTokens)
 	n := math.Ceil(tokens * c.CharsPerToken / float64(c.ChunkSize))
 	return int(min(max(n, 1), float64(c.MaxChunksPerEndpoint)))
 }

@@ -126,9 +126,15 @@ func TestCapacityChunks(t *testing.T) {
 		{"blocks × block size", Endpoint{NumGPUBlocks: 100, BlockSize: 16}, 50},
 		{"capped", Endpoint{NumGPUBlocks: 1 << 20, BlockSize: 16}, 5000},
 		{"at least one", Endpoint{NumGPUBlocks: 1, BlockSize: 1}, 1},
+		{"offload adds to the GPU", Endpoint{NumGPUBlocks: 100, BlockSize: 16}, 50 + 125}, // (1600 + 4000) × 4 / 128
+		{"offload adds to the fallback", Endpoint{}, 157},                                 // (1000 + 4000) × 4 / 128 = 156.25
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg
+			if strings.HasPrefix(tt.name, "offload") {
+				cfg.OffloadCapacityTokens = 4000
+			}
 			if got := cfg.CapacityChunks(tt.ep); got != tt.want {
 				t.Errorf("CapacityChunks = %d, want %d", got, tt.want)
 			}

@@ -51,6 +51,9 @@ type Config struct {
 	SimEnv  []string
 	// CacheBytes is the cache server's memory capacity.
 	CacheBytes int64
+	// OffloadCapacityTokens is what each worker's L1 holds, for the
+	// router's prefixAware.offloadCapacityTokens (0: not set).
+	OffloadCapacityTokens int
 	// Baseline names the row changes are measured against.
 	Baseline string
 	Log      io.Writer
@@ -98,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	report.Compare(sums, cfg.Baseline)
 	res := &Result{Summaries: report.Sorted(sums), Config: map[string]any{
 		"workers": cfg.Workers, "time_scale": cfg.TimeScale, "model": cfg.Model, "sim_args": cfg.SimArgs, "sim_env": cfg.SimEnv,
-		"cache_bytes": cfg.CacheBytes, "baseline": cfg.Baseline,
+		"cache_bytes": cfg.CacheBytes, "baseline": cfg.Baseline, "router_config": routerConfig("<strategy>", cfg.OffloadCapacityTokens),
 	}}
 	for _, w := range cfg.Workloads {
 		var wr []report.Run
@@ -128,12 +131,19 @@ func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tieri
 	st, err := stack.Start(ctx, stack.Config{
 		BinDir: cfg.BinDir, LogDir: dir, Model: cfg.Model, Workers: cfg.Workers, Strategy: strategy, L2: tier.L2,
 		SimArgs: cfg.SimArgs, SimEnv: cfg.SimEnv, TimeScale: cfg.TimeScale, CacheBytes: cfg.CacheBytes,
+		RouterConfig: routerConfig(strategy, cfg.OffloadCapacityTokens),
 	})
 	if err != nil {
 		return report.Run{}, err
 	}
 	defer func() { _ = st.Stop() }()
 	return Live(ctx, LiveConfig{BaseURL: st.RouterURL, Model: cfg.Model, Workers: st.WorkerURLs, TimeScale: cfg.TimeScale, Bar: bar}, w)
+}
+
+// routerConfig is the routing file the demo's router runs: the strategy,
+// and the L1 size prefixaware should count (docs/router.md).
+func routerConfig(strategy string, offload int) string {
+	return fmt.Sprintf("strategy: %s\nprefixAware:\n  offloadCapacityTokens: %d\n", strategy, offload)
 }
 
 // LiveConfig says where Live sends a workload.

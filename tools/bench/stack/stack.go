@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type Config struct {
 	TimeScale float64
 	// CacheBytes is the cache server's memory capacity.
 	CacheBytes int64
+	// RouterConfig, when set, is the router's routing file (JSON or YAML);
+	// Strategy is then the file's strategy.
+	RouterConfig string
 	// ReadyTimeout bounds each process's start (30s when zero).
 	ReadyTimeout time.Duration
 }
@@ -123,6 +127,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	argv := []string{filepath.Join(cfg.BinDir, "router"), "--listen", listen, "--workers", strings.Join(s.WorkerURLs, ","),
 		"--strategy", cfg.Strategy, "--log-format", "text", "--log-level", "warn"}
+	if cfg.RouterConfig != "" {
+		path := filepath.Join(cfg.LogDir, "router-config.yaml")
+		if err := os.WriteFile(path, []byte(cfg.RouterConfig), 0o644); err != nil {
+			return nil, fmt.Errorf("stack: router config: %w", err)
+		}
+		argv = append(argv, "--config", path)
+	}
 	if kvaware {
 		argv = append(argv, "--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
 			"--tokenizer-local", cfg.Model+"=cl100k_base")

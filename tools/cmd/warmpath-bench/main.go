@@ -29,6 +29,7 @@ import (
 	"github.com/warmpath/warmpath/tools/bench/live"
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
+	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 
@@ -124,8 +125,10 @@ func runDemo(ctx context.Context, args []string) error {
 		SimArgs:    []string{"--preset", "llama-3.1-8b-h100", "--num-gpu-blocks-override", fmt.Sprint(*gpuBlocks), "--max-model-len", "16384", "--lmcache-remote-scale", "1024"},
 		SimEnv:     []string{fmt.Sprintf("LMCACHE_MAX_LOCAL_CPU_SIZE=%g", *l1GB)},
 		CacheBytes: 2 << 30,
-		Baseline:   "roundrobin / L1",
-		Log:        os.Stderr,
+		// LMCache's L1 over Llama-3.1-8B's 128 KiB of KV per token.
+		OffloadCapacityTokens: int(*l1GB * 1e9 / 131072),
+		Baseline:              "roundrobin / L1",
+		Log:                   os.Stderr,
 	}
 	res, err := demo.Run(ctx, cfg)
 	if err != nil {
@@ -249,6 +252,14 @@ func runDES(args []string) error {
 		if err := json.Unmarshal(b, &base); err != nil {
 			return fmt.Errorf("%s: %w", *stratFile, err)
 		}
+	}
+	if base.PrefixAware.OffloadCapacityTokens == 0 && cfg.L1Bytes > 0 {
+		// As the router should be configured for this L1 (docs/router.md).
+		p, err := timing.Lookup(cmp.Or(*preset, timing.DefaultPreset))
+		if err != nil {
+			return err
+		}
+		base.PrefixAware.OffloadCapacityTokens = int(cfg.L1Bytes / int64(p.KVBytesPerToken()/p.TensorParallel))
 	}
 	var sums []report.Summary
 	for _, s := range strings.Split(*strategies, ",") {
