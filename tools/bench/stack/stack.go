@@ -61,9 +61,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 30 * time.Second
 	}
-	// Children run in their log directory: the binaries' path must not
-	// be relative.
+	// Children run in their log directory: no path given them may be
+	// relative.
 	if cfg.BinDir, err = filepath.Abs(cfg.BinDir); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	if cfg.LogDir, err = filepath.Abs(cfg.LogDir); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	s := &Stack{}
