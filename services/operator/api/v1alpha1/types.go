@@ -187,6 +187,16 @@ type KVCacheSpec struct {
 	// +optional
 	ChunkSize *int32 `json:"chunkSize,omitempty"`
 
+	// KVBytesPerToken is the model's KV cache size per token on one worker
+	// (2 × layers × KV heads × head dim × dtype bytes ÷ tensor parallel:
+	// 131072 for Llama-3.1-8B in bf16). A warmpath addition: with the L1
+	// cache on, the router's prefixaware then counts each worker's L1
+	// (l1CacheSizeGB over this) in its cache capacity, instead of only the
+	// GPU cache vLLM reports.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	KVBytesPerToken *int64 `json:"kvBytesPerToken,omitempty"`
+
 	// RemoteSerde is the L2 value encoding (LMCache remote_serde). A
 	// warmpath addition.
 	// +kubebuilder:default=naive

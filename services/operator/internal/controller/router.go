@@ -31,8 +31,13 @@ func routerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name 
 // rejects unknown fields, so only fields it reads appear here.
 type routerConfig struct {
 	Strategy      string               `json:"strategy"`
+	PrefixAware   *routerPrefixAware   `json:"prefixAware,omitempty"`
 	Session       *routerSession       `json:"session,omitempty"`
 	RequestLimits *routerRequestLimits `json:"requestLimits,omitempty"`
+}
+
+type routerPrefixAware struct {
+	OffloadCapacityTokens int64 `json:"offloadCapacityTokens"`
 }
 
 type routerSession struct {
@@ -54,6 +59,9 @@ func routerConfigYAML(iec *v1alpha1.InferenceEndpointConfig) string {
 	if len(rs.SessionHeaders) > 0 {
 		c.Session = &routerSession{Headers: rs.SessionHeaders}
 	}
+	if t := offloadCapacityTokens(iec.Spec.KVCacheSpec); t > 0 {
+		c.PrefixAware = &routerPrefixAware{OffloadCapacityTokens: t}
+	}
 	if l := iec.Spec.Worker.RequestLimits; l != nil {
 		c.RequestLimits = &routerRequestLimits{
 			MaxConcurrentRequests: int(l.MaxConcurrentRequests), MaxQueueSize: int(l.MaxQueueSize), OverflowStatusCode: int(l.OverflowStatusCode),
@@ -64,6 +72,22 @@ func routerConfigYAML(iec *v1alpha1.InferenceEndpointConfig) string {
 		panic(err) // plain strings and ints always marshal
 	}
 	return string(b)
+}
+
+// offloadCapacityTokens is what each worker's LMCache L1 holds, in tokens,
+// when the spec says both its size and the model's KV bytes per token; 0
+// otherwise (prefixaware then counts the GPU cache alone).
+func offloadCapacityTokens(kv v1alpha1.KVCacheSpec) int64 {
+	if kv.KVBytesPerToken == nil || *kv.KVBytesPerToken <= 0 || (kv.EnableL1Cache != nil && !*kv.EnableL1Cache) {
+		return 0
+	}
+	gb := int64(5) // LMCache's max_local_cpu_size default, as the CRD's
+	if kv.L1CacheSizeGB != nil {
+		gb = int64(*kv.L1CacheSizeGB)
+	}
+	// GB as 10^9 bytes: if LMCache counts GiB, this undercounts by 7%,
+	// which only makes prefixaware forget a little early.
+	return gb * 1_000_000_000 / *kv.KVBytesPerToken
 }
 
 func routerConfigMap(iec *v1alpha1.InferenceEndpointConfig) *corev1.ConfigMap {

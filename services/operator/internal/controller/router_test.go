@@ -1,0 +1,49 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+)
+
+func TestRouterConfigCountsL1ForPrefixAware(t *testing.T) {
+	tests := []struct {
+		name string
+		kv   v1alpha1.KVCacheSpec
+		want int64 // prefixAware.offloadCapacityTokens; 0: not set
+	}{
+		{"model KV size unknown", v1alpha1.KVCacheSpec{L1CacheSizeGB: ptr.To[int32](5)}, 0},
+		{"default L1 of 5 GB, 8B model", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072)}, 38146},
+		{"L1 of 20 GB", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072), L1CacheSizeGB: ptr.To[int32](20)}, 152587},
+		{"L1 off", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072), EnableL1Cache: ptr.To(false)}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			iec := &v1alpha1.InferenceEndpointConfig{}
+			iec.Spec.KVCacheSpec = tt.kv
+			out := routerConfigYAML(iec)
+			var got struct {
+				Strategy    string `json:"strategy"`
+				PrefixAware *struct {
+					OffloadCapacityTokens int64 `json:"offloadCapacityTokens"`
+				} `json:"prefixAware"`
+			}
+			if err := yaml.UnmarshalStrict([]byte(out), &got); err != nil {
+				t.Fatalf("router config %q: %v", out, err)
+			}
+			switch {
+			case tt.want == 0 && got.PrefixAware != nil:
+				t.Errorf("config sets prefixAware without an L1 size to count:\n%s", out)
+			case tt.want != 0 && (got.PrefixAware == nil || got.PrefixAware.OffloadCapacityTokens != tt.want):
+				t.Errorf("config\n%s\nwant offloadCapacityTokens %d", out, tt.want)
+			}
+			if got.Strategy != v1alpha1.StrategyPrefixAware || strings.Contains(out, "null") {
+				t.Errorf("config\n%s\nwant strategy prefixaware and no nulls", out)
+			}
+		})
+	}
+}
