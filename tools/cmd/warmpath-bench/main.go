@@ -30,7 +30,6 @@ import (
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
 	"github.com/warmpath/warmpath/tools/vllmsim/timing"
-	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 
 func main() {
@@ -65,7 +64,7 @@ func run(ctx context.Context, args []string) error {
 // workloads, with arrivals and think times divided by the time scale so
 // the load the simulated GPUs see is the one the workload describes.
 func demoWorkloads(seed uint64, scale float64) ([]demo.Workload, error) {
-	tok, err := tokenize.New("cl100k_base", "llama3")
+	tok, err := newTokenizer()
 	if err != nil {
 		return nil, err
 	}
@@ -165,11 +164,7 @@ func runLive(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	tok, err := tokenize.New("cl100k_base", "llama3")
-	if err != nil {
-		return err
-	}
-	wreqs, err := wf.build(tok.Words())
+	tok, wreqs, err := wf.generate()
 	if err != nil {
 		return err
 	}
@@ -229,11 +224,7 @@ func runDES(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	tok, err := tokenize.New("cl100k_base", "llama3")
-	if err != nil {
-		return err
-	}
-	reqs, err := wf.build(tok.Words())
+	_, reqs, err := wf.generate()
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/tools/bench/workload"
+	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 
 // workloadFlags are the knobs of every workload, registered on one flag set.
@@ -46,6 +47,22 @@ func (w *workloadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&w.trace, "trace", "", "trace: Mooncake-format JSONL (default: the shipped synthetic trace)")
 	fs.Float64Var(&w.tr.Speedup, "trace-speedup", 1, "trace: replay this many times faster")
 	fs.IntVar(&w.tr.Max, "trace-max", 0, "trace: keep the first N requests (0: all)")
+}
+
+// newTokenizer is the simulator's default tokenizer and chat template,
+// whose single-token words the workloads are made of.
+func newTokenizer() (*tokenize.Tokenizer, error) {
+	return tokenize.New("cl100k_base", "llama3")
+}
+
+// generate builds the chosen workload, and the tokenizer that renders it.
+func (w *workloadFlags) generate() (*tokenize.Tokenizer, []workload.Request, error) {
+	tok, err := newTokenizer()
+	if err != nil {
+		return nil, nil, err
+	}
+	reqs, err := w.build(tok.Words())
+	return tok, reqs, err
 }
 
 // build generates the chosen workload from the tokenizer's words.
