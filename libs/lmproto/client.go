@@ -129,6 +129,13 @@ func (c *Client) Put(ctx context.Context, key string, meta Meta, value []byte) e
 
 // Get returns the value and metadata stored under key, or ErrMiss.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, Meta, error) {
+	return c.GetInto(ctx, key, nil)
+}
+
+// GetInto is Get reading the value into buf when it has the capacity (a
+// caller fetching many equal-sized chunks reuses one buffer, as LMCache
+// reads into a preallocated tensor); the value returned aliases buf then.
+func (c *Client) GetInto(ctx context.Context, key string, buf []byte) ([]byte, Meta, error) {
 	var val []byte
 	var meta Meta
 	err := c.do(ctx, func() error {
@@ -145,7 +152,11 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, Meta, error) {
 		if r.Length < 0 || int(r.Length) > c.maxVal {
 			return fmt.Errorf("%w: GET reply of %d bytes (limit %d)", ErrProtocol, r.Length, c.maxVal)
 		}
-		val = make([]byte, r.Length)
+		if int(r.Length) <= cap(buf) {
+			val = buf[:r.Length]
+		} else {
+			val = make([]byte, r.Length)
+		}
 		if _, err := io.ReadFull(c.br, val); err != nil {
 			return fmt.Errorf("lmproto: read value: %w", err)
 		}

@@ -178,6 +178,17 @@ func TestClient(t *testing.T) {
 	if _, _, err := c.Get(ctx, "absent"); !errors.Is(err, ErrMiss) {
 		t.Fatalf("miss: %v", err)
 	}
+	// GetInto reads into the caller's buffer when it is large enough, and
+	// allocates when it is not.
+	buf := make([]byte, 0, len(val))
+	into, _, err := c.GetInto(ctx, "model@1@0@k1@bfloat16", buf)
+	if err != nil || !bytes.Equal(into, val) || &into[0] != &buf[:1][0] {
+		t.Fatalf("get into a large enough buffer: %d bytes, aliased %v, err %v", len(into), len(into) > 0 && &into[0] == &buf[:1][0], err)
+	}
+	small := make([]byte, 0, 10)
+	if into, _, err = c.GetInto(ctx, "model@1@0@k1@bfloat16", small); err != nil || !bytes.Equal(into, val) {
+		t.Fatalf("get into a small buffer: %d bytes, err %v", len(into), err)
+	}
 	if ok, err := c.Exist(ctx, "model@1@0@k1@bfloat16"); !ok || err != nil {
 		t.Fatalf("exist: %v %v", ok, err)
 	}

@@ -32,7 +32,7 @@ import (
 
 func main() {
 	out := flag.String("out", "bench/results/l2_throughput.json", "report path")
-	dur := flag.Duration("duration", 3*time.Second, "measured time per target and value size")
+	dur := flag.Duration("duration", 8*time.Second, "measured time per target and value size")
 	conns := flag.Int("conns", 8, "concurrent connections")
 	flag.Parse()
 	if err := run(*out, *dur, *conns); err != nil {
@@ -57,10 +57,18 @@ func (r respClient) set(ctx context.Context, key string, val []byte) error {
 	return r.c.Set(ctx, key, val, 0).Err()
 }
 
-type lmClient struct{ c *lmproto.Client }
+// lmClient reads every value into one buffer, as LMCache's client reads
+// into a preallocated tensor.
+type lmClient struct {
+	c   *lmproto.Client
+	buf *[]byte
+}
 
 func (l lmClient) get(ctx context.Context, key string) (int, error) {
-	b, _, err := l.c.Get(ctx, key)
+	b, _, err := l.c.GetInto(ctx, key, *l.buf)
+	if cap(b) > cap(*l.buf) {
+		*l.buf = b
+	}
 	return len(b), err
 }
 func (l lmClient) set(ctx context.Context, key string, val []byte) error {
@@ -260,7 +268,7 @@ func run(out string, d time.Duration, conns int) error {
 			return respClient{redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})}
 		}
 	}
-	lm := func() client { return lmClient{lmproto.Dial(lmAddr, 10*time.Second, 64<<20)} }
+	lm := func() client { return lmClient{c: lmproto.Dial(lmAddr, 10*time.Second, 64<<20), buf: new([]byte)} }
 
 	type row struct {
 		Protocol        string  `json:"protocol"`

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,7 +57,14 @@ func Open(rawURL string, timeout time.Duration, maxValue int) (Client, error) {
 }
 
 // LM speaks lm:// over one connection, as each LMCache worker process does.
-type LM struct{ c *lmproto.Client }
+// Get reads every value into one buffer, as LMCache reads into a
+// preallocated tensor: a value is valid until the next Get.
+type LM struct {
+	c *lmproto.Client
+
+	mu  sync.Mutex
+	buf []byte
+}
 
 func meta(n int) lmproto.Meta {
 	// A 1-D bfloat16 tensor of the value's size: the server keeps it
@@ -71,9 +79,14 @@ func (l *LM) Exists(ctx context.Context, key string) (bool, error) {
 
 // Get implements lmcache.Remote.
 func (l *LM) Get(ctx context.Context, key string) ([]byte, error) {
-	v, _, err := l.c.Get(ctx, key)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, _, err := l.c.GetInto(ctx, key, l.buf)
 	if errors.Is(err, lmproto.ErrMiss) {
 		return nil, lmcache.ErrMiss
+	}
+	if cap(v) > cap(l.buf) {
+		l.buf = v
 	}
 	return v, err
 }

@@ -22,7 +22,8 @@ var ErrMiss = errors.New("lmcache: remote miss")
 // Remote is the shared L2 as LMCache's remote connector sees it.
 type Remote interface {
 	Exists(ctx context.Context, key string) (bool, error)
-	// Get returns the value or ErrMiss.
+	// Get returns the value or ErrMiss. The value may be reused by the
+	// next Get: callers check it and let it go.
 	Get(ctx context.Context, key string) ([]byte, error)
 	Put(ctx context.Context, key string, value []byte) error
 }
