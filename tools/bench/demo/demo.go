@@ -54,6 +54,8 @@ type Config struct {
 	// OffloadCapacityTokens is what each worker's L1 holds, for the
 	// router's prefixAware.offloadCapacityTokens (0: not set).
 	OffloadCapacityTokens int
+	// LoadGuardWindow, when > 0, replaces the router's loadGuard.window.
+	LoadGuardWindow float64
 	// Baseline names the row changes are measured against.
 	Baseline string
 	Log      io.Writer
@@ -101,7 +103,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	report.Compare(sums, cfg.Baseline)
 	res := &Result{Summaries: report.Sorted(sums), Config: map[string]any{
 		"workers": cfg.Workers, "time_scale": cfg.TimeScale, "model": cfg.Model, "sim_args": cfg.SimArgs, "sim_env": cfg.SimEnv,
-		"cache_bytes": cfg.CacheBytes, "baseline": cfg.Baseline, "router_config": routerConfig("<strategy>", cfg.OffloadCapacityTokens),
+		"cache_bytes": cfg.CacheBytes, "baseline": cfg.Baseline, "router_config": routerConfig("<strategy>", cfg.OffloadCapacityTokens, cfg.LoadGuardWindow),
 	}}
 	for _, w := range cfg.Workloads {
 		var wr []report.Run
@@ -131,7 +133,7 @@ func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tieri
 	st, err := stack.Start(ctx, stack.Config{
 		BinDir: cfg.BinDir, LogDir: dir, Model: cfg.Model, Workers: cfg.Workers, Strategy: strategy, L2: tier.L2,
 		SimArgs: cfg.SimArgs, SimEnv: cfg.SimEnv, TimeScale: cfg.TimeScale, CacheBytes: cfg.CacheBytes,
-		RouterConfig: routerConfig(strategy, cfg.OffloadCapacityTokens),
+		RouterConfig: routerConfig(strategy, cfg.OffloadCapacityTokens, cfg.LoadGuardWindow),
 	})
 	if err != nil {
 		return report.Run{}, err
@@ -141,9 +143,14 @@ func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tieri
 }
 
 // routerConfig is the routing file the demo's router runs: the strategy,
-// and the L1 size prefixaware should count (docs/router.md).
-func routerConfig(strategy string, offload int) string {
-	return fmt.Sprintf("strategy: %s\nprefixAware:\n  offloadCapacityTokens: %d\n", strategy, offload)
+// the L1 size prefixaware should count (docs/router.md) and, when set, the
+// load guard's window (with its default ratio).
+func routerConfig(strategy string, offload int, window float64) string {
+	c := fmt.Sprintf("strategy: %s\nprefixAware:\n  offloadCapacityTokens: %d\n", strategy, offload)
+	if window > 0 {
+		c += fmt.Sprintf("loadGuard:\n  window: %g\n  ratio: 0.2\n", window)
+	}
+	return c
 }
 
 // LiveConfig says where Live sends a workload.

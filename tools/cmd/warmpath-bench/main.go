@@ -109,6 +109,7 @@ func runDemo(ctx context.Context, args []string) error {
 	gpuBlocks := fs.Int("gpu-blocks", 1024, "GPU KV blocks of 16 tokens per worker (small, so caching matters)")
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
 	seed := fs.Uint64("seed", 1, "workload seed")
+	window := fs.Float64("load-guard-window", 0, "the router's loadGuard.window (0: its default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -126,6 +127,7 @@ func runDemo(ctx context.Context, args []string) error {
 		CacheBytes: 2 << 30,
 		// LMCache's L1 over Llama-3.1-8B's 128 KiB of KV per token.
 		OffloadCapacityTokens: int(*l1GB * 1e9 / 131072),
+		LoadGuardWindow:       *window,
 		Baseline:              "roundrobin / L1",
 		Log:                   os.Stderr,
 	}
