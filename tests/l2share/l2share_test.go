@@ -6,7 +6,6 @@
 package l2share
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -175,21 +174,9 @@ func get(t *testing.T, url string) []byte {
 // metric returns the sum of name's samples in the worker's /metrics.
 func (s *sim) metric(t *testing.T, name string) float64 {
 	t.Helper()
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(s.get(t, "/metrics")))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	found := false
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("parse %q: %v", line, err)
-		}
-		sum += v
-		found = true
+	sum, found, err := harness.SumSamples(s.get(t, "/metrics"), name)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !found {
 		t.Fatalf("metric %s not exported", name)

@@ -3,15 +3,12 @@
 package smoke
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,37 +196,11 @@ func (c *client) metricSum(t *testing.T, name string) float64 {
 	if status != http.StatusOK {
 		t.Fatalf("GET /metrics = %d, want 200", status)
 	}
-	sum, err := sumSamples(body, name)
+	sum, _, err := harness.SumSamples(body, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sum
-}
-
-// sumSamples adds up the samples of one metric in the Prometheus text format.
-func sumSamples(exposition []byte, name string) (float64, error) {
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(exposition))
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
-			continue // a comment, another metric, or a longer name
-		}
-		if i := strings.LastIndexByte(rest, '}'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		fields := strings.Fields(rest) // value [timestamp]
-		if len(fields) == 0 {
-			return 0, fmt.Errorf("metrics: no value in %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metrics: %q: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, sc.Err()
 }
 
 // longPrompt returns a deterministic English prompt of about n tokens: one

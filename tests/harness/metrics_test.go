@@ -1,4 +1,4 @@
-package smoke
+package harness
 
 import "testing"
 
@@ -11,22 +11,23 @@ vllm:prefix_cache_hits_total_extra 1000
 vllm:prefix_cache_queries_total{engine="0"} 64
 `
 	tests := []struct {
-		name   string
-		metric string
-		want   float64
+		name      string
+		metric    string
+		want      float64
+		wantFound bool
 	}{
-		{"sums label sets, ignores timestamps and longer names", "vllm:prefix_cache_hits_total", 48},
-		{"another metric", "vllm:prefix_cache_queries_total", 64},
-		{"absent metric is zero", "vllm:missing_total", 0},
+		{"sums label sets, ignores timestamps and longer names", "vllm:prefix_cache_hits_total", 48, true},
+		{"another metric", "vllm:prefix_cache_queries_total", 64, true},
+		{"absent metric is zero and not found", "vllm:missing_total", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := sumSamples([]byte(exposition), tt.metric)
+			got, found, err := SumSamples([]byte(exposition), tt.metric)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tt.want {
-				t.Errorf("sumSamples(%q) = %v, want %v", tt.metric, got, tt.want)
+			if got != tt.want || found != tt.wantFound {
+				t.Errorf("SumSamples(%q) = %v, %v; want %v, %v", tt.metric, got, found, tt.want, tt.wantFound)
 			}
 		})
 	}
