@@ -1,6 +1,7 @@
 package kvindex
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -29,9 +30,26 @@ type Worker struct {
 	model  string
 	seed   uint64
 	blocks map[uint64]block // by engine hash (its 64-bit form)
-	keys   []uint64
-	stats  *Counters
+	// spans holds the keys of blocks larger than the GPU block (an
+	// LMCache chunk is 256 tokens, a vLLM block 16): they are indexed as
+	// the GPU-sized blocks they cover, so lookups at the worker's block
+	// size find them, and a removal must take all of them back.
+	spans map[span][]uint64
+	// gran is the worker's GPU block size, learned from its GPU events.
+	gran  int
+	keys  []uint64
+	stats *Counters
 }
+
+// span names one tier's copy of a block larger than the GPU block.
+type span struct {
+	hash uint64
+	tier Tier
+}
+
+// defaultGranularity is the block size keys are cut at before a worker's
+// first GPU event says otherwise: vLLM's default on CUDA.
+const defaultGranularity = 16
 
 // Counters are a feed's event statistics; every field is updated
 // atomically and may be read at any time.
@@ -53,7 +71,7 @@ func NewWorker(sink Sink, name, model string, c *Counters) *Worker {
 	if c == nil {
 		c = &Counters{}
 	}
-	return &Worker{sink: sink, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, stats: c}
+	return &Worker{sink: sink, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, spans: map[span][]uint64{}, stats: c}
 }
 
 // Stats returns the worker's counters.
@@ -118,14 +136,28 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 		parent = p.key
 	}
 	tier := TierOf(ev.Medium)
-	w.keys = AppendKeys(w.keys[:0], parent, ev.TokenIDs, ev.BlockSize)
+	if tier == GPU {
+		w.gran = ev.BlockSize
+	}
+	// A block of a slower tier spanning several GPU blocks is keyed as
+	// those GPU blocks; a size that is not a multiple keeps its own keys
+	// (which lookups at the GPU block size do not find).
+	keySize, per := ev.BlockSize, 1
+	if g := cmp.Or(w.gran, defaultGranularity); tier != GPU && ev.BlockSize > g && ev.BlockSize%g == 0 {
+		keySize, per = g, ev.BlockSize/g
+	}
+	w.keys = AppendKeys(w.keys[:0], parent, ev.TokenIDs, keySize)
 	for i, h := range ev.BlockHashes {
+		covered := w.keys[i*per : (i+1)*per]
 		b := w.blocks[h.Uint64()]
-		b.key = w.keys[i]
+		b.key = covered[per-1] // the next block's parent
 		if b.refs[tier] < ^uint8(0) {
 			b.refs[tier]++
 		}
 		w.blocks[h.Uint64()] = b
+		if per > 1 {
+			w.spans[span{h.Uint64(), tier}] = slices.Clone(covered)
+		}
 	}
 	w.stats.Stored.Add(uint64(n))
 	w.change.Ops = append(w.change.Ops, Op{Kind: OpAdd, Tier: tier, Keys: slices.Clone(w.keys)})
@@ -134,20 +166,30 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 func (w *Worker) removed(ev *kvevents.BlockRemoved) {
 	tier := TierOf(ev.Medium)
 	w.keys = w.keys[:0]
+	var n uint64
 	for _, h := range ev.BlockHashes {
 		b, ok := w.blocks[h.Uint64()]
 		if !ok || b.refs[tier] == 0 {
 			continue
 		}
-		w.keys = append(w.keys, b.key)
+		n++
+		id := span{h.Uint64(), tier}
+		if covered, ok := w.spans[id]; ok {
+			w.keys = append(w.keys, covered...)
+		} else {
+			w.keys = append(w.keys, b.key)
+		}
 		b.refs[tier]--
+		if b.refs[tier] == 0 {
+			delete(w.spans, id)
+		}
 		if b.refs == ([NumTiers]uint8{}) {
 			delete(w.blocks, h.Uint64())
 		} else {
 			w.blocks[h.Uint64()] = b
 		}
 	}
-	w.stats.Removed.Add(uint64(len(w.keys)))
+	w.stats.Removed.Add(n)
 	if len(w.keys) > 0 {
 		w.change.Ops = append(w.change.Ops, Op{Kind: OpRemove, Tier: tier, Keys: slices.Clone(w.keys)})
 	}
@@ -173,6 +215,7 @@ func (w *Worker) cleared() {
 // credited with its old process's blocks.
 func (w *Worker) Reset() {
 	clear(w.blocks)
+	clear(w.spans)
 	w.change = Change{Worker: w.name, Reset: true, ResetOnly: true, Ops: w.change.Ops[:0]}
 	if err := w.sink.Commit(&w.change); err != nil {
 		w.stats.CommitErrors.Add(1)

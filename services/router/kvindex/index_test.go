@@ -400,3 +400,49 @@ func TestConcurrentLookups(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// LMCache offloads 256-token chunks while vLLM's GPU blocks hold 16: a
+// chunk must be found by lookups at the GPU block size, and its eviction
+// must take back every block it covered.
+func TestWorkerApplyLargerOffloadBlocks(t *testing.T) {
+	x := New(1000)
+	w := NewWorker(x, "w", "m", nil)
+	prompt := seq(16, 100)
+	keys := AppendKeys(nil, Seed("m", ""), prompt, 4)
+	match := func() Match { return x.Lookup(keys, []string{"w"}, nil)[0] }
+	chunk := func(parent *uint64, hashes []uint64, tokens []uint32) kvevents.BlockStored {
+		ev := stored(parent, hashes, tokens, "CPU")
+		ev.BlockSize = 8
+		return ev
+	}
+
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{
+		stored(nil, []uint64{1, 2}, prompt[:8], "GPU"), // teaches the worker's block size, 4
+		chunk(nil, []uint64{101}, prompt[:8]),
+		chunk(ptr(101), []uint64{102}, prompt[8:]),
+		removed([]uint64{1, 2}, "GPU"),
+	}})
+	if m := match(); m != (Match{GPU: 0, Local: 4, Any: 4}) {
+		t.Fatalf("two 8-token chunks over 4-token blocks: %+v, want all 4 blocks local", m)
+	}
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{removed([]uint64{102}, "CPU")}})
+	if m := match(); m != (Match{GPU: 0, Local: 2, Any: 2}) {
+		t.Fatalf("after the second chunk's eviction: %+v, want the first chunk's 2 blocks", m)
+	}
+	if got := w.stats.Removed.Load(); got != 3 {
+		t.Fatalf("removed %d blocks, want 3 (two GPU blocks, one chunk)", got)
+	}
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{removed([]uint64{101}, "CPU")}})
+	if m := match(); m != (Match{}) || len(w.spans) != 0 || len(w.blocks) != 0 {
+		t.Fatalf("after every eviction: %+v, %d spans, %d blocks left", m, len(w.spans), len(w.blocks))
+	}
+
+	// A chunk size that is not a multiple of the GPU block keeps its own
+	// keys: no lookup at the GPU block size can find it.
+	odd := stored(nil, []uint64{201}, prompt[:6], "CPU")
+	odd.BlockSize = 6
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{odd}})
+	if m := match(); m != (Match{}) {
+		t.Fatalf("a 6-token chunk over 4-token blocks matched: %+v", m)
+	}
+}

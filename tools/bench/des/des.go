@@ -24,8 +24,6 @@ import (
 	"strconv"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2/simplelru"
-
 	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/report"
@@ -106,19 +104,21 @@ type sim struct {
 	steps   int
 }
 
-func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
+// fleet builds workers alike: one preset's cost model, one hash seed.
+type fleet struct {
+	cfg    Config
+	preset timing.Preset
+	model  timing.Model
+	hasher *blockhash.Hasher
+}
+
+func newFleet(cfg Config) (*fleet, error) {
 	if cfg.Workers < 1 {
 		return nil, errors.New("des: need at least one worker")
 	}
-	if cfg.Preset == "" {
-		cfg.Preset = timing.DefaultPreset
-	}
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = 16
-	}
-	if cfg.Model == "" {
-		cfg.Model = "model"
-	}
+	cfg.Preset = cmp.Or(cfg.Preset, timing.DefaultPreset)
+	cfg.BlockSize = cmp.Or(cfg.BlockSize, 16)
+	cfg.Model = cmp.Or(cfg.Model, "model")
 	preset, err := timing.Lookup(cfg.Preset)
 	if err != nil {
 		return nil, err
@@ -132,34 +132,53 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NumGPUBlocks == 0 {
+		cfg.NumGPUBlocks = model.NumGPUBlocks(cfg.BlockSize, 0.9)
+	}
+	if cfg.MaxModelLen == 0 {
+		cfg.MaxModelLen = min(cfg.NumGPUBlocks*cfg.BlockSize, 131072)
+	}
+	return &fleet{cfg: cfg, preset: preset, model: model, hasher: hasher}, nil
+}
+
+// worker returns a worker with scale times one worker's GPU blocks and L1
+// (the oracle pools the whole fleet's) and one worker's model length.
+func (f *fleet) worker(scale int) (*worker, error) {
+	cfg := f.cfg
+	w := &worker{}
+	ec := engine.Config{BlockSize: cfg.BlockSize, NumGPUBlocks: scale * cfg.NumGPUBlocks, MaxNumSeqs: cfg.MaxNumSeqs,
+		MaxNumBatchedTokens: cfg.MaxNumBatchedTokens, MaxModelLen: cfg.MaxModelLen,
+		EnablePrefixCaching: true, Timing: f.model, Hasher: f.hasher}
+	if cfg.L1Bytes > 0 {
+		var err error
+		w.l1, err = lmcache.New(lmcache.Config{ChunkSize: 256, MaxBytes: int64(scale) * cfg.L1Bytes,
+			BytesPerToken: int64(f.preset.KVBytesPerToken() / f.preset.TensorParallel)}, f.hasher)
+		if err != nil {
+			return nil, err
+		}
+		ec.Connector = w.l1
+	}
+	var err error
+	w.eng, err = engine.New(ec)
+	return w, err
+}
+
+func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
+	f, err := newFleet(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = f.cfg
 	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs))}
 	idx := kvindex.New(1 << 24)
 	var kv *strategy.KVAware
 	sink := confirming{idx: idx, kv: func() *strategy.KVAware { return kv }}
 	for i := range cfg.Workers {
-		w := &worker{id: "http://worker-" + strconv.Itoa(i)}
-		blocks := cfg.NumGPUBlocks
-		if blocks == 0 {
-			blocks = model.NumGPUBlocks(cfg.BlockSize, 0.9)
-		}
-		maxLen := cfg.MaxModelLen
-		if maxLen == 0 {
-			maxLen = min(blocks*cfg.BlockSize, 131072)
-		}
-		ec := engine.Config{BlockSize: cfg.BlockSize, NumGPUBlocks: blocks, MaxNumSeqs: cfg.MaxNumSeqs,
-			MaxNumBatchedTokens: cfg.MaxNumBatchedTokens, MaxModelLen: maxLen,
-			EnablePrefixCaching: true, Timing: model, Hasher: hasher}
-		if cfg.L1Bytes > 0 {
-			w.l1, err = lmcache.New(lmcache.Config{ChunkSize: 256, MaxBytes: cfg.L1Bytes,
-				BytesPerToken: int64(preset.KVBytesPerToken() / preset.TensorParallel)}, hasher)
-			if err != nil {
-				return nil, err
-			}
-			ec.Connector = w.l1
-		}
-		if w.eng, err = engine.New(ec); err != nil {
+		w, err := f.worker(1)
+		if err != nil {
 			return nil, fmt.Errorf("des: worker %d: %w", i, err)
 		}
+		w.id = "http://worker-" + strconv.Itoa(i)
 		w.feed = kvindex.NewWorker(sink, w.id, cfg.Model, nil)
 		s.workers = append(s.workers, w)
 	}
@@ -383,66 +402,66 @@ func Report(name, workloadName string, cfg Config, reqs []workload.Request, res 
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// Oracle is the prefix hit rate one worker holding the whole fleet's
-// cache would reach: every worker's GPU blocks and L1 pooled into one LRU
-// of blockSize-token blocks, the requests taken in the order they arrived
-// in res, each hitting its leading cached blocks. It bounds what routing
-// can achieve with the fleet's memory.
-func Oracle(cfg Config, reqs []workload.Request, res *Result) (float64, error) {
-	preset, err := timing.Lookup(cmpOr(cfg.Preset, timing.DefaultPreset))
-	if err != nil {
-		return 0, err
-	}
-	model, err := timing.NewModel(preset)
-	if err != nil {
-		return 0, err
-	}
-	bs := cmpOr(cfg.BlockSize, 16)
-	per := cfg.NumGPUBlocks
-	if per == 0 {
-		per = model.NumGPUBlocks(bs, 0.9)
-	}
-	per += int(cfg.L1Bytes / (int64(bs) * int64(preset.KVBytesPerToken()/preset.TensorParallel)))
-	cache, err := lru.NewLRU[uint64, struct{}](max(per*cfg.Workers, 1), nil)
-	if err != nil {
-		return 0, fmt.Errorf("des: %w", err)
-	}
-	order := make([]int, len(reqs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(res.Records[a].Arrival, res.Records[b].Arrival) })
-	seed := kvindex.Seed(cmpOr(cfg.Model, "model"), "")
-	var hits, total int
-	var keys []uint64
-	for _, i := range order {
-		toks := reqs[i].Tokens()
-		total += len(toks)
-		// vLLM always computes the last token, so a whole-prompt hit
-		// stops one block short.
-		keys = kvindex.AppendKeys(keys[:0], seed, toks[:max(len(toks)-1, 0)], bs)
-		hitting := true
-		for _, k := range keys {
-			if hitting {
-				if _, ok := cache.Get(k); ok {
-					hits += bs
-					continue
-				}
-				hitting = false
-			}
-			cache.Add(k, struct{}{})
-		}
-	}
-	if total == 0 {
-		return 0, nil
-	}
-	return float64(hits) / float64(total), nil
+// OracleResult is what one worker holding the whole fleet's cache
+// reaches: the bound routing works against.
+type OracleResult struct {
+	// HitRate is its prefix hit rate (GPU and L1 hits over prompt tokens).
+	HitRate float64
+	// TTFTP50 and TTFTP90 are its times to first token with each request
+	// served alone: the oracle's hits and no queue. No router can beat
+	// them, bar queueing luck.
+	TTFTP50, TTFTP90 time.Duration
 }
 
-func cmpOr[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
+// Oracle runs the requests, in the order they arrived in res, one at a
+// time through a single simulated worker whose GPU holds every worker's
+// blocks and whose LMCache L1 every worker's bytes: the same engine and
+// L1 as the fleet's workers, so the bound keeps their semantics (L1 is
+// written through from the GPU, so the two tiers overlap; adding their
+// sizes would overstate it). Requests the fleet refused are left out.
+// Each request generates one token only: the hit rate concerns prompts,
+// and decoding would only add its output's blocks to the cache.
+func Oracle(cfg Config, reqs []workload.Request, res *Result) (OracleResult, error) {
+	cfg.Workers = max(cfg.Workers, 1)
+	f, err := newFleet(cfg)
+	if err != nil {
+		return OracleResult{}, err
 	}
-	return v
+	w, err := f.worker(cfg.Workers)
+	if err != nil {
+		return OracleResult{}, err
+	}
+	order := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if res.Records[i].Rejected == "" {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(res.Records[a].Arrival, res.Records[b].Arrival) })
+	var hits, total int
+	ttfts := make([]time.Duration, 0, len(order))
+	now := 0.0
+	for _, i := range order {
+		r := &engine.Request{ID: strconv.Itoa(i), Prompt: reqs[i].Tokens(), MaxTokens: 1}
+		if err := w.eng.Add(r); err != nil {
+			return OracleResult{}, fmt.Errorf("des: oracle: request %d: %w", i, err)
+		}
+		start := now
+		for w.eng.HasWork() {
+			st := w.eng.Step(now)
+			now += st.Duration
+			if w.l1 != nil {
+				w.l1.TakeEvents() // nobody indexes the oracle's events
+			}
+		}
+		hits += r.Stats.CachedTokens + r.Stats.ExternalTokens
+		total += r.Stats.PromptTokens
+		ttfts = append(ttfts, seconds(r.Stats.FirstToken-start))
+	}
+	if total == 0 {
+		return OracleResult{}, nil
+	}
+	slices.Sort(ttfts)
+	return OracleResult{HitRate: float64(hits) / float64(total),
+		TTFTP50: report.Percentile(ttfts, 50), TTFTP90: report.Percentile(ttfts, 90)}, nil
 }

@@ -44,9 +44,11 @@ func summarize(t testing.TB, cfg des.Config, reqs []workload.Request) report.Sum
 		t.Fatal(err)
 	}
 	r := des.Report(cfg.Strategy.Name, "w", cfg, reqs, res)
-	if r.OracleHitRate, err = des.Oracle(cfg, reqs, res); err != nil {
+	oracle, err := des.Oracle(cfg, reqs, res)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.OracleHitRate, r.OracleTTFTP90 = oracle.HitRate, oracle.TTFTP90
 	return report.Summarize(r)
 }
 

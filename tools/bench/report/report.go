@@ -47,6 +47,9 @@ type Run struct {
 	// OracleHitRate is the hit rate one worker holding the whole fleet's
 	// cache would reach; 0 when unknown.
 	OracleHitRate float64
+	// OracleTTFTP90 is that worker's TTFT p90 with each request served
+	// alone: the lowest p90 routing could reach; 0 when unknown.
+	OracleTTFTP90 time.Duration
 	// PerWorker is how many requests each worker served.
 	PerWorker map[string]float64
 }
@@ -67,7 +70,9 @@ type Summary struct {
 	MetricsHitRate float64 `json:"metrics_hit_rate,omitempty"`
 	OracleHitRate  float64 `json:"oracle_hit_rate,omitempty"`
 	OfOracle       float64 `json:"hit_rate_of_oracle,omitempty"`
-	Imbalance      float64 `json:"imbalance"`
+	// OracleTTFTP90ms is Run.OracleTTFTP90.
+	OracleTTFTP90ms float64 `json:"oracle_ttft_p90_ms,omitempty"`
+	Imbalance       float64 `json:"imbalance"`
 	// Changes against the baseline run of the same workload, in percent.
 	TTFTP50ChangePct    float64 `json:"ttft_p50_change_pct"`
 	TTFTP90ChangePct    float64 `json:"ttft_p90_change_pct"`
@@ -120,6 +125,7 @@ func Summarize(r Run) Summary {
 	if r.OracleHitRate > 0 {
 		s.OfOracle = round3(s.HitRate / r.OracleHitRate)
 	}
+	s.OracleTTFTP90ms = ms(r.OracleTTFTP90)
 	s.Imbalance = round3(Imbalance(r.PerWorker))
 	return s
 }

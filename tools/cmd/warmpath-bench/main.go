@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -264,9 +265,11 @@ func runDES(args []string) error {
 			return err
 		}
 		r := des.Report(s, name, cfg, reqs, res)
-		if r.OracleHitRate, err = des.Oracle(cfg, reqs, res); err != nil {
+		oracle, err := des.Oracle(cfg, reqs, res)
+		if err != nil {
 			return err
 		}
+		r.OracleHitRate, r.OracleTTFTP90 = oracle.HitRate, oracle.TTFTP90
 		sums = append(sums, report.Summarize(r))
 		fmt.Fprintf(os.Stderr, "des: %s: %d requests, %d engine steps in %v\n", s, len(reqs), res.Steps, time.Since(began).Round(time.Millisecond))
 	}
@@ -286,16 +289,28 @@ func runDES(args []string) error {
 
 // routingGoal checks issue 6's bar for kvaware: at least 90% of the
 // oracle's hit rate, imbalance at most 1.25, TTFT p90 cut by more than the
-// managed anchor's 40% against round robin.
+// managed anchor's 40% against round robin. It also says how deep a cut
+// the fleet's memory allows at all: the oracle's TTFT p90 (one worker
+// with the whole fleet's cache, no queue) against round robin's.
 func routingGoal(sums []report.Summary) map[string]any {
+	var rr *report.Summary
+	for i := range sums {
+		if sums[i].Name == strategy.NameRoundRobin {
+			rr = &sums[i]
+		}
+	}
 	for _, s := range sums {
 		if s.Name != strategy.NameKVAware {
 			continue
 		}
-		return map[string]any{
+		g := map[string]any{
 			"kvaware_of_oracle": s.OfOracle, "kvaware_imbalance": s.Imbalance, "kvaware_ttft_p90_change_pct": s.TTFTP90ChangePct,
 			"met": s.OfOracle >= 0.9 && s.Imbalance <= 1.25 && s.TTFTP90ChangePct < -40,
 		}
+		if rr != nil && rr.TTFTP90ms > 0 && s.OracleTTFTP90ms > 0 {
+			g["oracle_ttft_p90_change_pct"] = math.Round(1000*(s.OracleTTFTP90ms/rr.TTFTP90ms-1)) / 10
+		}
+		return g
 	}
 	return map[string]any{"met": false, "note": "kvaware not run"}
 }
