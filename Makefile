@@ -141,9 +141,14 @@ bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> 
 	@scripts/install-tools.sh redis
 	$(GO) run ./tools/cmd/bench-l2
 
+# LMCache L1 per worker for bench-routing, GB: an 8-GPU H100 server has 2 TB of
+# host RAM, so 100 GB per GPU worker is a production size (LMCache's built-in
+# default, 5 GB, is a placeholder; docs/benchmarks.md has both).
+ROUTING_L1_GB ?= 100
+
 .PHONY: bench-routing
 bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every strategy, 8 workers -> bench/results/routing_<trace>.json
-	$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 $(if $(TRACE),--trace $(TRACE))
+	$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 --l1-gb $(ROUTING_L1_GB) $(if $(TRACE),--trace $(TRACE))
 
 .PHONY: bench
 bench: bench-router bench-index bench-l2 bench-routing ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json

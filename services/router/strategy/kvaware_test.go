@@ -50,6 +50,14 @@ func TestKVAwarePick(t *testing.T) {
 		{"the load guard keeps a hot worker out", func(x *kvindex.Index, e []Endpoint) {
 			x.Add(e[0].ID, kvindex.GPU, keys)
 		}, []int{9, 0, 0}, -1},
+		{"a long prefill queue outweighs the whole prompt cached", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.GPU, keys)
+			e[0].PendingPrefill = 4000
+		}, []int{0, 0, 0}, -1},
+		{"a short prefill queue does not", func(x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.GPU, keys)
+			e[0].PendingPrefill = 100
+		}, []int{0, 0, 0}, 0},
 		{"load breaks a tie on cache", func(x *kvindex.Index, e []Endpoint) {
 			x.Add(e[0].ID, kvindex.GPU, keys)
 			x.Add(e[1].ID, kvindex.GPU, keys)
@@ -134,5 +142,36 @@ func TestKVAwareConfirmEndsPredictions(t *testing.T) {
 	x.Remove(d.Endpoint, kvindex.GPU, keys) // and evicted them
 	if again, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e); again.MatchedChunks != 0 {
 		t.Fatalf("an evicted, confirmed block is still credited: %+v", again)
+	}
+}
+
+func TestKVAwarePrefillTokensAndQueueWeight(t *testing.T) {
+	prompt := tokenIDs(2, 16*32+5) // 32 full blocks and 5 tokens
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	tests := []struct {
+		name        string
+		queueWeight float64
+		want        int // index into eps
+		prefill     int // the decision's PrefillTokens
+	}{
+		{"default weight 0.25: the 1000-token queue costs 250, less than the 320 cached tokens save", 0, 0, len(prompt) - 20*16},
+		{"weight 1: the queue counts in full", 1, 1, len(prompt)},
+		{"negative weight: the queue is ignored", -1, 0, len(prompt) - 20*16},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := kvindex.New(1 << 10)
+			e := kvEPs(0, 0)
+			x.Add(e[0].ID, kvindex.GPU, keys[:20])
+			e[0].PendingPrefill = 1000 // the cache saves 320 tokens
+			k := NewKVAware(KVAwareConfig{QueueWeight: tt.queueWeight}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+			d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Endpoint != e[tt.want].ID || d.PrefillTokens != tt.prefill {
+				t.Fatalf("got %s with %d prefill tokens, want %s with %d", d.Endpoint, d.PrefillTokens, e[tt.want].ID, tt.prefill)
+			}
+		})
 	}
 }

@@ -54,6 +54,12 @@ type Endpoint struct {
 	// BlockSize and NumGPUBlocks come from vllm:cache_config_info; 0 when
 	// not scraped yet.
 	BlockSize, NumGPUBlocks int
+	// PendingPrefill is the prompt tokens this router sent the worker
+	// that it has not begun answering: the Decision.PrefillTokens of its
+	// requests still before their first token. A new request's prefill
+	// queues behind them (vLLM schedules running prefills first), so they
+	// are most of its wait.
+	PendingPrefill int
 }
 
 // Load is the endpoint's load in requests: the router's own in-flight
@@ -76,6 +82,11 @@ type Decision struct {
 	// the chosen worker (cache-aware strategies); MatchRatio is their ratio.
 	MatchedChunks, TotalChunks int
 	MatchRatio                 float64
+	// PrefillTokens is the prompt tokens the strategy expects the worker
+	// to compute (not found in its caches); 0 when it does not know. The
+	// router counts them in the worker's PendingPrefill until the first
+	// token arrives.
+	PrefillTokens int
 }
 
 // Strategy picks one endpoint for a request. Pick may update the

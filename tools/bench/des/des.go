@@ -87,6 +87,8 @@ type worker struct {
 	l1       *lmcache.L1
 	feed     *kvindex.Worker
 	inFlight int
+	// pending is the router's PendingPrefill for this worker.
+	pending  int
 	stepping bool
 	served   int
 }
@@ -101,6 +103,7 @@ type sim struct {
 	seq     int
 	recs    []Record
 	waiters [][]int // requests waiting for each request to finish
+	prefill []int   // each request's Decision.PrefillTokens, until its first token
 	steps   int
 }
 
@@ -169,7 +172,7 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 		return nil, err
 	}
 	cfg = f.cfg
-	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs))}
+	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs)), prefill: make([]int, len(reqs))}
 	idx := kvindex.New(1 << 24)
 	var kv *strategy.KVAware
 	sink := confirming{idx: idx, kv: func() *strategy.KVAware { return kv }}
@@ -290,7 +293,7 @@ func (s *sim) arrive(i int) error {
 	for j, w := range s.workers {
 		cfg := w.eng.Config()
 		eps[j] = strategy.Endpoint{ID: w.id, InFlight: w.inFlight, Running: w.eng.NumRunning(), Waiting: w.eng.NumWaiting(),
-			KVCacheUsage: w.eng.KVCacheUsage(), BlockSize: cfg.BlockSize, NumGPUBlocks: cfg.NumGPUBlocks}
+			KVCacheUsage: w.eng.KVCacheUsage(), BlockSize: cfg.BlockSize, NumGPUBlocks: cfg.NumGPUBlocks, PendingPrefill: w.pending}
 	}
 	d, err := s.router.Pick(&strategy.Request{Model: s.cfg.Model, Prompt: render(tokens), SessionKey: r.Session, TokenIDs: tokens}, eps)
 	if err != nil {
@@ -314,6 +317,8 @@ func (s *sim) arrive(i int) error {
 		return nil //nolint:nilerr // a refused request is a result, not a failure of the simulation
 	}
 	w.inFlight++
+	s.prefill[i] = d.PrefillTokens
+	w.pending += d.PrefillTokens
 	s.recs[i] = Record{Worker: w.id, Arrival: s.now, PromptTokens: len(tokens)}
 	if !w.stepping {
 		w.stepping = true
@@ -357,6 +362,7 @@ func (s *sim) step(wi int) {
 		rec := &s.recs[i]
 		st := o.Request.Stats
 		if o.First {
+			w.pending -= s.prefill[i]
 			rec.FirstToken = st.FirstToken
 			rec.CachedTokens = st.CachedTokens + st.ExternalTokens
 		}

@@ -163,6 +163,11 @@ func TestKVAwareSeesWhatItDidNotRoute(t *testing.T) {
 	if got := scrape(t, r.url+"/metrics", "warmpath_router_tokenize_total"); got < 1 {
 		t.Errorf("tokenize_total = %v, want chat and completion prompts tokenized", got)
 	}
+	// Every answered request's prompt tokens were counted back out of the
+	// workers' pending prefill.
+	if got := scrape(t, r.url+"/metrics", "warmpath_router_pending_prefill_tokens"); got != 0 {
+		t.Errorf("pending_prefill_tokens = %v after every request was answered, want 0", got)
+	}
 }
 
 // waitIndexed waits until the router's index holds blocks of n workers.

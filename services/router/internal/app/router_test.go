@@ -467,7 +467,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 	}
 	for _, name := range []string{"warmpath_router_requests_total", "warmpath_router_ttft_seconds_bucket",
 		"warmpath_router_routing_decision_duration_seconds_bucket", "warmpath_router_prefix_match_ratio_bucket",
-		"warmpath_router_inflight_requests", "warmpath_router_worker_healthy", "warmpath_router_rejections_total",
+		"warmpath_router_inflight_requests", "warmpath_router_pending_prefill_tokens", "warmpath_router_worker_healthy", "warmpath_router_rejections_total",
 		"warmpath_router_tokenize_total", "warmpath_router_kv_events_total", "warmpath_router_kv_index_blocks", "warmpath_router_kv_subscribed"} {
 		if !bytes.Contains(buf.Bytes(), []byte(name)) {
 			t.Errorf("/metrics lacks %s", name)

@@ -110,6 +110,8 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 var (
 	inflightDesc = prometheus.NewDesc("warmpath_router_inflight_requests",
 		"Requests the router has in flight at each worker.", []string{"worker"}, nil)
+	prefillDesc = prometheus.NewDesc("warmpath_router_pending_prefill_tokens",
+		"Prompt tokens the router sent each worker that it has not begun answering (kvaware's estimate of its prefill queue).", []string{"worker"}, nil)
 	healthyDesc = prometheus.NewDesc("warmpath_router_worker_healthy",
 		"1 when the worker passes active health checks and is not ejected, else 0.", []string{"worker"}, nil)
 	loadDesc = prometheus.NewDesc("warmpath_router_worker_scraped_requests",
@@ -130,7 +132,7 @@ type poolCollector struct {
 }
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{inflightDesc, healthyDesc, loadDesc, kvDesc, activeDesc, queuedDesc, workersDesc} {
+	for _, d := range []*prometheus.Desc{inflightDesc, prefillDesc, healthyDesc, loadDesc, kvDesc, activeDesc, queuedDesc, workersDesc} {
 		ch <- d
 	}
 }
@@ -140,6 +142,7 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(workersDesc, prometheus.GaugeValue, float64(len(eps)))
 	for _, ep := range eps {
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(ep.InFlight()), ep.URL)
+		ch <- prometheus.MustNewConstMetric(prefillDesc, prometheus.GaugeValue, float64(ep.PendingPrefill()), ep.URL)
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, b2f(ep.Available()), ep.URL)
 		s := ep.Stats()
 		ch <- prometheus.MustNewConstMetric(loadDesc, prometheus.GaugeValue, float64(s.Running), ep.URL, "running")

@@ -44,6 +44,9 @@ type Endpoint struct {
 	Name string
 
 	inflight atomic.Int64
+	// prefill is the prompt tokens of the router's requests here that
+	// have not begun answering (strategy.Endpoint.PendingPrefill).
+	prefill atomic.Int64
 	// healthy is the active health check's verdict; a new endpoint starts
 	// unhealthy until its first check passes.
 	healthy atomic.Bool
@@ -64,6 +67,22 @@ func NewEndpoint(url, name string) *Endpoint {
 
 // InFlight returns the router's requests currently at this endpoint.
 func (e *Endpoint) InFlight() int { return int(e.inflight.Load()) }
+
+// PendingPrefill returns the prompt tokens the router sent this endpoint
+// that it has not begun answering.
+func (e *Endpoint) PendingPrefill() int { return int(e.prefill.Load()) }
+
+// StartPrefill counts tokens as pending prefill; call the returned func
+// (once is enough, more is harmless) when the first response byte arrives
+// or the attempt ends.
+func (e *Endpoint) StartPrefill(tokens int) (done func()) {
+	if tokens <= 0 {
+		return func() {}
+	}
+	e.prefill.Add(int64(tokens))
+	var once sync.Once
+	return func() { once.Do(func() { e.prefill.Add(-int64(tokens)) }) }
+}
 
 // Acquire counts a request in flight; call the returned func when it ends.
 func (e *Endpoint) Acquire() (release func()) {

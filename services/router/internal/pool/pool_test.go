@@ -107,3 +107,23 @@ func TestModels(t *testing.T) {
 		t.Fatalf("Serves wrong for %v", ep.Models())
 	}
 }
+
+func TestPendingPrefill(t *testing.T) {
+	ep := NewEndpoint("http://w", "w")
+	a := ep.StartPrefill(1000)
+	b := ep.StartPrefill(24)
+	none := ep.StartPrefill(0)
+	if got := ep.PendingPrefill(); got != 1024 {
+		t.Fatalf("pending %d, want 1024", got)
+	}
+	a()
+	a() // a second call must not count the tokens down again
+	none()
+	if got := ep.PendingPrefill(); got != 24 {
+		t.Fatalf("after one finished: pending %d, want 24", got)
+	}
+	b()
+	if got := ep.PendingPrefill(); got != 0 {
+		t.Fatalf("after both: pending %d, want 0", got)
+	}
+}

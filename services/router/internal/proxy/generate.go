@@ -213,6 +213,7 @@ func (s *Server) candidates(model string, tried map[string]bool) (eps []strategy
 		eps = append(eps, strategy.Endpoint{
 			ID: ep.URL, InFlight: inflight, Running: st.Running, Waiting: st.Waiting, External: st.External(),
 			KVCacheUsage: st.KVCacheUsage, BlockSize: st.BlockSize, NumGPUBlocks: st.NumGPUBlocks,
+			PendingPrefill: ep.PendingPrefill(),
 		})
 	}
 	return eps, full
@@ -304,7 +305,11 @@ func (s *Server) route(x *exchange) int {
 			continue
 		}
 		lastAttempt := attempt >= s.cfg.MaxRetries
+		// forward returns once the first body byte is in (or the attempt
+		// failed): the worker's prefill of this prompt is over either way.
+		prefillDone := ep.StartPrefill(dec.PrefillTokens)
 		res := s.forward(x, ep, epRelease, lastAttempt)
+		prefillDone()
 		if res.done {
 			return res.status
 		}

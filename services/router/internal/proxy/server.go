@@ -384,13 +384,15 @@ type endpointView struct {
 	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
 	Ejections    uint64     `json:"ejections"`
 	InFlight     int        `json:"inFlight"`
-	Models       []string   `json:"models"`
-	Running      int        `json:"running"`
-	Waiting      int        `json:"waiting"`
-	KVCacheUsage float64    `json:"kvCacheUsage"`
-	BlockSize    int        `json:"blockSize"`
-	NumGPUBlocks int        `json:"numGpuBlocks"`
-	ScrapedAt    *time.Time `json:"scrapedAt,omitempty"`
+	// PendingPrefill is the prompt tokens sent and not yet answered.
+	PendingPrefill int        `json:"pendingPrefillTokens"`
+	Models         []string   `json:"models"`
+	Running        int        `json:"running"`
+	Waiting        int        `json:"waiting"`
+	KVCacheUsage   float64    `json:"kvCacheUsage"`
+	BlockSize      int        `json:"blockSize"`
+	NumGPUBlocks   int        `json:"numGpuBlocks"`
+	ScrapedAt      *time.Time `json:"scrapedAt,omitempty"`
 	// CacheEntries and CacheCapacity are what the strategy believes the
 	// worker caches, in prompt chunks (cache-aware strategies only).
 	CacheEntries  *int `json:"cacheChunks,omitempty"`
@@ -414,7 +416,7 @@ func (s *Server) debugEndpoints(c *gin.Context) {
 		st := ep.Stats()
 		v := endpointView{
 			URL: ep.URL, Name: ep.Name, Healthy: ep.Healthy(), Ejections: ep.TotalEjections(),
-			InFlight: ep.InFlight(), Models: ep.Models(), Running: st.Running, Waiting: st.Waiting,
+			InFlight: ep.InFlight(), PendingPrefill: ep.PendingPrefill(), Models: ep.Models(), Running: st.Running, Waiting: st.Waiting,
 			KVCacheUsage: st.KVCacheUsage, BlockSize: st.BlockSize, NumGPUBlocks: st.NumGPUBlocks,
 		}
 		if v.Models == nil {
