@@ -44,9 +44,13 @@ have_kube() {
 	[[ -x "$1/kube-apiserver" ]] &&
 		[[ "$("$1/kube-apiserver" --version 2>/dev/null)" == "Kubernetes $KUBE_VERSION" ]]
 }
+# (The output is captured before it is searched: piped into grep -q, etcd
+# could die of SIGPIPE writing its later lines, which pipefail reports as a
+# failure of the whole check.)
 have_etcd() {
-	[[ -x "$1/etcd" ]] &&
-		"$1/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${ETCD_VERSION#v}"
+	local out
+	[[ -x "$1/etcd" ]] && out="$("$1/etcd" --version 2>/dev/null)" &&
+		grep -qx "etcd Version: ${ETCD_VERSION#v}" <<<"$out"
 }
 
 if have_kube "$DEST" && have_etcd "$DEST"; then
