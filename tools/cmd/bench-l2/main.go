@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
 )
@@ -47,6 +48,8 @@ type client interface {
 	set(ctx context.Context, key string, val []byte) error
 }
 
+// respClient is go-redis: it allocates every GET reply, as most RESP
+// clients (redis-py, under LMCache's redis connector, too) do.
 type respClient struct{ c *redis.Client }
 
 func (r respClient) get(ctx context.Context, key string) (int, error) {
@@ -55,6 +58,58 @@ func (r respClient) get(ctx context.Context, key string) (int, error) {
 }
 func (r respClient) set(ctx context.Context, key string, val []byte) error {
 	return r.c.Set(ctx, key, val, 0).Err()
+}
+
+// respStreamClient is rueidis streaming each reply into one reused
+// buffer (DoStream), as lmClient reads over lm://: the client then costs a
+// copy out of the socket and no allocation, so on two shared cores the
+// servers, not the client's allocator, set the pace. Both commands go over
+// the one dedicated connection DoStream uses.
+type respStreamClient struct {
+	c   rueidis.Client
+	buf *sliceWriter
+}
+
+// sliceWriter appends to a slice whose capacity is kept between replies.
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// ReadFrom lets io.Copy read a reply straight into the kept capacity, in
+// reads as large as the socket gives, instead of through the client's
+// read buffer in small pieces.
+func (w *sliceWriter) ReadFrom(r io.Reader) (int64, error) {
+	var n int64
+	for {
+		if len(w.b) == cap(w.b) {
+			w.b = slices.Grow(w.b, max(cap(w.b), 64<<10))
+		}
+		m, err := r.Read(w.b[len(w.b):cap(w.b)])
+		w.b = w.b[:len(w.b)+m]
+		n += int64(m)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+func (r respStreamClient) get(ctx context.Context, key string) (int, error) {
+	r.buf.b = r.buf.b[:0]
+	st := r.c.DoStream(ctx, r.c.B().Get().Key(key).Build())
+	n, err := st.WriteTo(r.buf)
+	return int(n), err
+}
+
+func (r respStreamClient) set(ctx context.Context, key string, val []byte) error {
+	st := r.c.DoStream(ctx, r.c.B().Set().Key(key).Value(rueidis.BinaryString(val)).Build())
+	_, err := st.WriteTo(io.Discard)
+	return err
 }
 
 // lmClient reads every value into one buffer, as LMCache's client reads
@@ -74,6 +129,13 @@ func (l lmClient) get(ctx context.Context, key string) (int, error) {
 func (l lmClient) set(ctx context.Context, key string, val []byte) error {
 	return l.c.Put(ctx, key, lmproto.Meta{Dtype: 3}, val)
 }
+
+// failing is a client that could not be made: every call fails, and the
+// run counts the errors.
+type failing struct{ err error }
+
+func (f failing) get(context.Context, string) (int, error)  { return 0, f.err }
+func (f failing) set(context.Context, string, []byte) error { return f.err }
 
 type result struct {
 	GetGBps, SetGBps, GetP99ms float64
@@ -268,6 +330,16 @@ func run(out string, d time.Duration, conns int) error {
 			return respClient{redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})}
 		}
 	}
+	respStream := func(addr string) func() client {
+		return func() client {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, AlwaysRESP2: true, DisableCache: true,
+				BlockingPoolSize: 1, ConnWriteTimeout: 10 * time.Second, Dialer: net.Dialer{Timeout: 10 * time.Second}})
+			if err != nil {
+				return failing{err}
+			}
+			return respStreamClient{c: c, buf: &sliceWriter{}}
+		}
+	}
 	lm := func() client { return lmClient{c: lmproto.Dial(lmAddr, 10*time.Second, 64<<20), buf: new([]byte)} }
 
 	type row struct {
@@ -286,8 +358,12 @@ func run(out string, d time.Duration, conns int) error {
 	}
 	var rows []row
 	for _, size := range []int{4 << 20, 32 << 20} {
-		fmt.Fprintf(os.Stderr, "value %d MiB: redis…\n", size>>20)
-		r := load(ctx, resp(redisAddr), conns, size, d)
+		// Redis is measured with each RESP client; lm:// is held against
+		// Redis with the client that, like lm://'s, reuses its buffer.
+		fmt.Fprintf(os.Stderr, "value %d MiB: redis (rueidis, streamed)…\n", size>>20)
+		redisStream := load(ctx, respStream(redisAddr), conns, size, d)
+		fmt.Fprintf(os.Stderr, "value %d MiB: redis (go-redis)…\n", size>>20)
+		redisAlloc := load(ctx, resp(redisAddr), conns, size, d)
 		ceil, err := tcpCeiling(conns, size, d)
 		if err != nil {
 			return err
@@ -295,9 +371,10 @@ func run(out string, d time.Duration, conns int) error {
 		for _, p := range []struct {
 			name string
 			mk   func() client
-		}{{"resp", resp(respAddr)}, {"lm", lm}} {
+			r    result
+		}{{"resp", respStream(respAddr), redisStream}, {"resp_goredis", resp(respAddr), redisAlloc}, {"lm", lm, redisStream}} {
 			fmt.Fprintf(os.Stderr, "value %d MiB: warmpath %s…\n", size>>20, p.name)
-			w := load(ctx, p.mk, conns, size, d)
+			w, r := load(ctx, p.mk, conns, size, d), p.r
 			rows = append(rows, row{Protocol: p.name, ValueBytes: size,
 				RedisGetGBps: round(r.GetGBps), RedisSetGBps: round(r.SetGBps), RedisGetP99: round(r.GetP99ms),
 				WarmpathGetGBps: round(w.GetGBps), WarmpathSetGBps: round(w.SetGBps), WarmpathGetP99: round(w.GetP99ms),
