@@ -413,10 +413,10 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 type OracleResult struct {
 	// HitRate is its prefix hit rate (GPU and L1 hits over prompt tokens).
 	HitRate float64
-	// TTFTP50 and TTFTP90 are its times to first token with each request
-	// served alone: the oracle's hits and no queue. No router can beat
-	// them, bar queueing luck.
-	TTFTP50, TTFTP90 time.Duration
+	// TTFTP90 is its time to first token with each request served alone:
+	// the oracle's hits and no queue. No router's p90 can beat it, bar
+	// queueing luck.
+	TTFTP90 time.Duration
 }
 
 // Oracle runs the requests, in the order they arrived in res, one at a
@@ -468,6 +468,5 @@ func Oracle(cfg Config, reqs []workload.Request, res *Result) (OracleResult, err
 		return OracleResult{}, nil
 	}
 	slices.Sort(ttfts)
-	return OracleResult{HitRate: float64(hits) / float64(total),
-		TTFTP50: report.Percentile(ttfts, 50), TTFTP90: report.Percentile(ttfts, 90)}, nil
+	return OracleResult{HitRate: float64(hits) / float64(total), TTFTP90: report.Percentile(ttfts, 90)}, nil
 }

@@ -160,9 +160,9 @@ func Compare(sums []Summary, baseline string) {
 		if !ok {
 			continue
 		}
-		sums[i].TTFTP50ChangePct = pct(sums[i].TTFTP50ms, b.TTFTP50ms)
-		sums[i].TTFTP90ChangePct = pct(sums[i].TTFTP90ms, b.TTFTP90ms)
-		sums[i].ThroughputChangePct = pct(sums[i].ThroughputTokS, b.ThroughputTokS)
+		sums[i].TTFTP50ChangePct = ChangePct(sums[i].TTFTP50ms, b.TTFTP50ms)
+		sums[i].TTFTP90ChangePct = ChangePct(sums[i].TTFTP90ms, b.TTFTP90ms)
+		sums[i].ThroughputChangePct = ChangePct(sums[i].ThroughputTokS, b.ThroughputTokS)
 	}
 }
 
@@ -235,7 +235,9 @@ func round(v float64) float64 { return math.Round(v*10) / 10 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
-func pct(v, base float64) float64 {
+// ChangePct is v against base in percent, to one decimal (0 when base is
+// 0): the report's "vs baseline" columns.
+func ChangePct(v, base float64) float64 {
 	if base == 0 {
 		return 0
 	}

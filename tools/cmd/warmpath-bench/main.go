@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -308,7 +307,7 @@ func routingGoal(sums []report.Summary) map[string]any {
 			"met": s.OfOracle >= 0.9 && s.Imbalance <= 1.25 && s.TTFTP90ChangePct < -40,
 		}
 		if rr != nil && rr.TTFTP90ms > 0 && s.OracleTTFTP90ms > 0 {
-			g["oracle_ttft_p90_change_pct"] = math.Round(1000*(s.OracleTTFTP90ms/rr.TTFTP90ms-1)) / 10
+			g["oracle_ttft_p90_change_pct"] = report.ChangePct(s.OracleTTFTP90ms, rr.TTFTP90ms)
 		}
 		return g
 	}
