@@ -1,7 +1,6 @@
 package des_test
 
 import (
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -112,12 +111,7 @@ func TestSessionKeepsAConversationOnOneWorker(t *testing.T) {
 // TestShippedTrace replays the first 400 requests of the Mooncake trace on
 // 8 workers; `make bench-routing` replays all of it.
 func TestShippedTrace(t *testing.T) {
-	f, err := os.Open(workload.ShippedTrace())
-	if err != nil {
-		t.Fatalf("the shipped trace lives beside the project, in ../shared/traces: %v", err)
-	}
-	defer f.Close()
-	recs, err := workload.ReadTrace(f)
+	recs, err := workload.ShippedTrace()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +133,7 @@ func TestShippedTrace(t *testing.T) {
 }
 
 func BenchmarkReplayTrace(b *testing.B) {
-	f, err := os.Open(workload.ShippedTrace())
-	if err != nil {
-		b.Fatal(err)
-	}
-	recs, err := workload.ReadTrace(f)
-	f.Close()
+	recs, err := workload.ShippedTrace()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,12 +3,11 @@ package workload
 import (
 	"bufio"
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -19,30 +18,21 @@ const TraceBlockTokens = 512
 // a prompt of 50 M tokens.
 const maxTraceLine = 1 << 20
 
-// ShippedTrace is the path of the synthetic Mooncake trace, which lives
-// beside the project in ../shared/traces (it is not copied into the
-// repository): $WARMPATH_TRACE_DIR, else that directory found from the
-// working directory up.
-func ShippedTrace() string {
-	const name = "mooncake_synthetic_trace.jsonl"
-	if d := os.Getenv("WARMPATH_TRACE_DIR"); d != "" {
-		return filepath.Join(d, name)
-	}
-	dir, err := os.Getwd()
+// ShippedTraceName names the synthetic Mooncake trace embedded in this
+// package (traces/README.md has its source and licence).
+const ShippedTraceName = "mooncake_synthetic_trace"
+
+//go:embed traces/mooncake_synthetic_trace.jsonl
+var shippedTrace []byte
+
+// ShippedTrace returns the records of the embedded synthetic Mooncake trace,
+// so a benchmark replays it from any working directory.
+func ShippedTrace() ([]TraceRecord, error) {
+	recs, err := ReadTrace(bytes.NewReader(shippedTrace))
 	if err != nil {
-		return filepath.Join("..", "shared", "traces", name)
+		return nil, fmt.Errorf("shipped trace %s: %w", ShippedTraceName, err)
 	}
-	for {
-		p := filepath.Join(dir, "..", "shared", "traces", name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return filepath.Join("..", "shared", "traces", name)
-		}
-		dir = up
-	}
+	return recs, nil
 }
 
 // TraceRecord is one line of a Mooncake-format trace.

@@ -2,7 +2,7 @@
 // and demo replay — shared-prefix groups, multi-round chats, long documents
 // with follow-up questions, and Mooncake-format traces — deterministically
 // for a seed, with the knobs the published benchmarks name
-// (../shared/reference/workloads.md).
+// (docs/benchmarks.md, "Workloads").
 //
 // Prompts are token ids of common English words, each one token with its
 // leading space in the simulator's tokenizer (tokenize.Tokenizer.Words), so

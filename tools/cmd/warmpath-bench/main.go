@@ -232,7 +232,10 @@ func runDES(args []string) error {
 	}
 	name := wf.name
 	if name == "trace" {
-		name = strings.TrimSuffix(filepath.Base(cmp.Or(wf.trace, workload.ShippedTrace())), ".jsonl")
+		name = workload.ShippedTraceName
+		if wf.trace != "" {
+			name = strings.TrimSuffix(filepath.Base(wf.trace), ".jsonl")
+		}
 	}
 	cfg := des.Config{Workers: *workers, Preset: *preset, NumGPUBlocks: *gpuBlocks, L1Bytes: int64(*l1GB * 1e9),
 		Model: "meta-llama/Llama-3.1-8B-Instruct"}

@@ -76,16 +76,7 @@ func (w *workloadFlags) build(words []uint32) ([]workload.Request, error) {
 	case "long-doc":
 		return w.ld.Generate(words)
 	case "trace":
-		path := w.trace
-		if path == "" {
-			path = workload.ShippedTrace()
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, fmt.Errorf("trace: %w", err)
-		}
-		defer f.Close()
-		recs, err := workload.ReadTrace(f)
+		recs, err := w.traceRecords()
 		if err != nil {
 			return nil, err
 		}
@@ -93,6 +84,19 @@ func (w *workloadFlags) build(words []uint32) ([]workload.Request, error) {
 	default:
 		return nil, fmt.Errorf("unknown workload %q (shared-prefix, multi-round, long-doc, trace)", w.name)
 	}
+}
+
+// traceRecords reads --trace, or the trace embedded in the workload package.
+func (w *workloadFlags) traceRecords() ([]workload.TraceRecord, error) {
+	if w.trace == "" {
+		return workload.ShippedTrace()
+	}
+	f, err := os.Open(w.trace)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	defer f.Close()
+	return workload.ReadTrace(f)
 }
 
 // scaled divides arrival and think times by the simulator's time scale.
