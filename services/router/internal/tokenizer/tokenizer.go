@@ -13,10 +13,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/services/router/strategy"
@@ -29,6 +29,11 @@ type Config struct {
 	Timeout time.Duration
 	// CacheEntries bounds the cache of token ids by request text (4096).
 	CacheEntries int
+	// CacheBytes bounds the same cache by memory (64 MiB): each entry is
+	// charged its token ids (4 bytes each) plus about 160 bytes of key and
+	// bookkeeping, and the least recently used go first. An answer larger
+	// than the whole budget is not cached.
+	CacheBytes int64
 	// MaxResponseBytes bounds a /tokenize answer (16 MiB).
 	MaxResponseBytes int64
 	// Local, when set, tokenizes completion prompts of its models
@@ -40,8 +45,11 @@ type Config struct {
 type Client struct {
 	cfg   Config
 	http  *http.Client
-	cache *lru.Cache[uint64, []uint32]
+	cache *cache
 }
+
+// DefaultCacheBytes is Config.CacheBytes' default.
+const DefaultCacheBytes = 64 << 20
 
 // New returns a client.
 func New(cfg Config) (*Client, error) {
@@ -54,7 +62,10 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxResponseBytes <= 0 {
 		cfg.MaxResponseBytes = 16 << 20
 	}
-	c, err := lru.New[uint64, []uint32](cfg.CacheEntries)
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
+	c, err := newCache(cfg.CacheEntries, cfg.CacheBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: cache: %w", err)
 	}
@@ -68,13 +79,13 @@ func New(cfg Config) (*Client, error) {
 // reports a cache hit. The returned slice is shared: do not modify it.
 func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (ids []uint32, cached bool, err error) {
 	key := cacheKey(req)
-	if ids, ok := c.cache.Get(key); ok {
+	if ids, ok := c.cache.get(key); ok {
 		return ids, true, nil
 	}
 	if req.Messages == nil {
 		if ids, ok, err := c.cfg.Local.Encode(req.Model, req.Prompt); ok {
 			if err == nil {
-				c.cache.Add(key, ids)
+				c.cache.add(key, ids)
 			}
 			return ids, false, err
 		}
@@ -115,8 +126,14 @@ func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.R
 	if out.Tokens == nil {
 		return nil, false, errors.New("tokenizer: answer without tokens")
 	}
-	c.cache.Add(key, out.Tokens)
-	return out.Tokens, false, nil
+	// The decoder grows the slice by doubling: up to half of it would be
+	// held (and charged) for nothing.
+	ids = out.Tokens
+	if cap(ids)-len(ids) > len(ids)/8 {
+		ids = slices.Clone(ids)
+	}
+	c.cache.add(key, ids)
+	return ids, false, nil
 }
 
 // cacheKey hashes what tokenization depends on. A hash, not the text: the
