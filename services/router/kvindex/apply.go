@@ -13,28 +13,41 @@ import (
 )
 
 // block is what a worker's engine hash stands for: its router key and the
-// copies the worker holds per tier.
+// copies the worker holds per tier. Blocks live in a slice, linked into an
+// LRU list by slot number (0 = none), as the index's entries are.
 type block struct {
-	key  uint64
-	refs [NumTiers]uint8
+	hash       uint64 // the engine hash (its 64-bit form)
+	key        uint64 // router key of the last GPU-sized block it covers
+	prev, next uint32
+	refs       [NumTiers]uint8
+	spans      uint8 // tiers whose copy has an entry in Worker.spans
 }
 
 // Worker applies one worker's KV events to the index. Its engine-hash map
-// holds what the worker currently caches (its events remove entries), so it
-// is bounded by the worker's own cache size. Not safe for concurrent use:
-// one goroutine feeds one worker.
+// holds what the worker currently caches (its events remove entries); so
+// that a removal the router never saw (a lost batch) cannot keep an entry
+// forever, it is also bounded (MaxWorkerBlocks): beyond it the least
+// recently stored or used block is forgotten, and taken out of the index
+// too, which costs a future match, never correctness. Not safe for
+// concurrent use: one goroutine feeds one worker.
 type Worker struct {
 	sink   Sink
 	change Change // the batch being applied
 	name   string
 	model  string
 	seed   uint64
-	blocks map[uint64]block // by engine hash (its 64-bit form)
+	slots  map[uint64]uint32 // engine hash -> slot in blocks
+	blocks []block           // blocks[0] is the LRU list's sentinel
+	free   []uint32
 	// spans holds the keys of blocks larger than the GPU block (an
 	// LMCache chunk is 256 tokens, a vLLM block 16): they are indexed as
 	// the GPU-sized blocks they cover, so lookups at the worker's block
 	// size find them, and a removal must take all of them back.
-	spans map[span][]uint64
+	spans    map[span][]uint64
+	spanKeys int // keys held in spans
+	// max bounds len(slots) + spanKeys: what the worker remembers, in
+	// blocks and the GPU-sized keys of its spans.
+	max int
 	// gran is the worker's GPU block size, learned from its GPU events.
 	gran  int
 	keys  []uint64
@@ -51,6 +64,19 @@ type span struct {
 // first GPU event says otherwise: vLLM's default on CUDA.
 const defaultGranularity = 16
 
+// DefaultMaxWorkerBlocks is the default bound on one worker's event state
+// (engine blocks plus the keys of its spans): 262144, 4M tokens in blocks
+// of 16, beyond any one worker's GPU and CPU caches today, at about 64
+// bytes each (16 MiB a worker).
+const DefaultMaxWorkerBlocks = 1 << 18
+
+// WorkerBounder is implemented by sinks configured with a bound on each
+// worker's event state; NewWorker takes it from its sink
+// (DefaultMaxWorkerBlocks otherwise).
+type WorkerBounder interface {
+	MaxWorkerBlocks() int
+}
+
 // Counters are a feed's event statistics; every field is updated
 // atomically and may be read at any time.
 type Counters struct {
@@ -63,16 +89,33 @@ type Counters struct {
 	Replayed, Lost         atomic.Uint64 // batches recovered; batches a replay could not return
 	DecodeErrors           atomic.Uint64
 	CommitErrors           atomic.Uint64 // batches the sink (Redis) failed to take
+	// Forgotten counts blocks dropped to keep the worker's state within
+	// MaxWorkerBlocks (their removal was lost, or the bound is below the
+	// worker's cache).
+	Forgotten atomic.Uint64
 }
 
 // NewWorker returns the event state of worker (its index name) serving
-// model.
+// model. Its state is bounded by sink's MaxWorkerBlocks when sink is a
+// WorkerBounder.
 func NewWorker(sink Sink, name, model string, c *Counters) *Worker {
 	if c == nil {
 		c = &Counters{}
 	}
-	return &Worker{sink: sink, name: name, model: model, seed: Seed(model, ""), blocks: map[uint64]block{}, spans: map[span][]uint64{}, stats: c}
+	limit := DefaultMaxWorkerBlocks
+	if b, ok := sink.(WorkerBounder); ok && b.MaxWorkerBlocks() > 0 {
+		limit = b.MaxWorkerBlocks()
+	}
+	return &Worker{
+		sink: sink, name: name, model: model, seed: Seed(model, ""),
+		slots: map[uint64]uint32{}, blocks: make([]block, 1), spans: map[span][]uint64{},
+		max: limit, stats: c,
+	}
 }
+
+// Size returns what the worker's state holds, in the units of its bound:
+// blocks plus the keys of its spans.
+func (w *Worker) Size() int { return len(w.slots) + w.spanKeys }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() *Counters { return w.stats }
@@ -125,7 +168,7 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 		parent = Seed(w.model, ev.LoRAName)
 	}
 	if ev.ParentBlockHash != nil {
-		p, ok := w.blocks[ev.ParentBlockHash.Uint64()]
+		ps, ok := w.slots[ev.ParentBlockHash.Uint64()]
 		if !ok {
 			// The chain before this block was never seen (the router
 			// started mid-stream and replay could not reach back): its key
@@ -133,7 +176,8 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 			w.stats.UnknownParent.Add(1)
 			return
 		}
-		parent = p.key
+		w.touch(ps) // a parent in use is not forgotten before its children
+		parent = w.blocks[ps].key
 	}
 	tier := TierOf(ev.Medium)
 	if tier == GPU {
@@ -149,18 +193,29 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 	w.keys = AppendKeys(w.keys[:0], parent, ev.TokenIDs, keySize)
 	for i, h := range ev.BlockHashes {
 		covered := w.keys[i*per : (i+1)*per]
-		b := w.blocks[h.Uint64()]
+		s, ok := w.slots[h.Uint64()]
+		if ok {
+			w.touch(s)
+		} else {
+			s = w.alloc(h.Uint64())
+		}
+		b := &w.blocks[s]
 		b.key = covered[per-1] // the next block's parent
 		if b.refs[tier] < ^uint8(0) {
 			b.refs[tier]++
 		}
-		w.blocks[h.Uint64()] = b
 		if per > 1 {
-			w.spans[span{h.Uint64(), tier}] = slices.Clone(covered)
+			id := span{h.Uint64(), tier}
+			w.spanKeys += per - len(w.spans[id])
+			w.spans[id] = slices.Clone(covered)
+			b.spans |= 1 << tier
 		}
 	}
 	w.stats.Stored.Add(uint64(n))
 	w.change.Ops = append(w.change.Ops, Op{Kind: OpAdd, Tier: tier, Keys: slices.Clone(w.keys)})
+	// After the add, so the index sees a forgotten block's removal after
+	// its store.
+	w.shrink()
 }
 
 func (w *Worker) removed(ev *kvevents.BlockRemoved) {
@@ -168,25 +223,24 @@ func (w *Worker) removed(ev *kvevents.BlockRemoved) {
 	w.keys = w.keys[:0]
 	var n uint64
 	for _, h := range ev.BlockHashes {
-		b, ok := w.blocks[h.Uint64()]
-		if !ok || b.refs[tier] == 0 {
+		s, ok := w.slots[h.Uint64()]
+		if !ok || w.blocks[s].refs[tier] == 0 {
 			continue
 		}
 		n++
+		b := &w.blocks[s]
 		id := span{h.Uint64(), tier}
-		if covered, ok := w.spans[id]; ok {
-			w.keys = append(w.keys, covered...)
+		if b.spans&(1<<tier) != 0 {
+			w.keys = append(w.keys, w.spans[id]...)
 		} else {
 			w.keys = append(w.keys, b.key)
 		}
 		b.refs[tier]--
-		if b.refs[tier] == 0 {
-			delete(w.spans, id)
+		if b.refs[tier] == 0 && b.spans&(1<<tier) != 0 {
+			w.dropSpan(s, tier)
 		}
 		if b.refs == ([NumTiers]uint8{}) {
-			delete(w.blocks, h.Uint64())
-		} else {
-			w.blocks[h.Uint64()] = b
+			w.release(s)
 		}
 	}
 	w.stats.Removed.Add(n)
@@ -199,13 +253,14 @@ func (w *Worker) removed(ev *kvevents.BlockRemoved) {
 func (w *Worker) cleared() {
 	w.stats.Cleared.Add(1)
 	w.change.Ops = append(w.change.Ops, Op{Kind: OpClear, Tier: GPU})
-	for h, b := range w.blocks {
-		b.refs[GPU] = 0
+	for s := w.blocks[0].next; s != 0; {
+		next := w.blocks[s].next
+		b := &w.blocks[s]
+		b.refs[GPU] = 0 // GPU copies have no spans
 		if b.refs == ([NumTiers]uint8{}) {
-			delete(w.blocks, h)
-		} else {
-			w.blocks[h] = b
+			w.release(s)
 		}
+		s = next
 	}
 }
 
@@ -214,13 +269,100 @@ func (w *Worker) cleared() {
 // batch, so a restarted worker that has published nothing yet is not
 // credited with its old process's blocks.
 func (w *Worker) Reset() {
-	clear(w.blocks)
+	clear(w.slots)
+	w.blocks = w.blocks[:1]
+	w.blocks[0] = block{}
+	w.free = w.free[:0]
 	clear(w.spans)
+	w.spanKeys = 0
 	w.change = Change{Worker: w.name, Reset: true, ResetOnly: true, Ops: w.change.Ops[:0]}
 	if err := w.sink.Commit(&w.change); err != nil {
 		w.stats.CommitErrors.Add(1)
 	}
 	w.change.ResetOnly = false // Reset stays set for the next batch
+}
+
+// alloc gives engine hash h a slot at the front of the LRU list.
+func (w *Worker) alloc(h uint64) uint32 {
+	var s uint32
+	if n := len(w.free); n > 0 {
+		s = w.free[n-1]
+		w.free = w.free[:n-1]
+	} else {
+		s = uint32(len(w.blocks))
+		w.blocks = append(w.blocks, block{})
+	}
+	w.blocks[s] = block{hash: h}
+	w.slots[h] = s
+	w.pushFront(s)
+	return s
+}
+
+// release forgets the block in slot s (its spans must be gone).
+func (w *Worker) release(s uint32) {
+	w.unlink(s)
+	delete(w.slots, w.blocks[s].hash)
+	w.blocks[s] = block{}
+	w.free = append(w.free, s)
+}
+
+func (w *Worker) dropSpan(s uint32, tier Tier) {
+	id := span{w.blocks[s].hash, tier}
+	w.spanKeys -= len(w.spans[id])
+	delete(w.spans, id)
+	w.blocks[s].spans &^= 1 << tier
+}
+
+// shrink forgets the least recently stored or used blocks until the
+// worker's state is within its bound, and removes them from the index: a
+// block whose removal was lost ages out instead of staying forever.
+func (w *Worker) shrink() {
+	for w.Size() > w.max {
+		s := w.blocks[0].prev
+		if s == 0 {
+			return
+		}
+		b := &w.blocks[s]
+		for t := range NumTiers {
+			if b.refs[t] == 0 {
+				continue
+			}
+			var keys []uint64
+			for range b.refs[t] {
+				if b.spans&(1<<t) != 0 {
+					keys = append(keys, w.spans[span{b.hash, t}]...)
+				} else {
+					keys = append(keys, b.key)
+				}
+			}
+			w.change.Ops = append(w.change.Ops, Op{Kind: OpRemove, Tier: t, Keys: keys})
+			if b.spans&(1<<t) != 0 {
+				w.dropSpan(s, t)
+			}
+		}
+		w.release(s)
+		w.stats.Forgotten.Add(1)
+	}
+}
+
+// touch marks slot s most recently used.
+func (w *Worker) touch(s uint32) {
+	w.unlink(s)
+	w.pushFront(s)
+}
+
+func (w *Worker) unlink(s uint32) {
+	b := &w.blocks[s]
+	w.blocks[b.prev].next = b.next
+	w.blocks[b.next].prev = b.prev
+	b.prev, b.next = 0, 0
+}
+
+func (w *Worker) pushFront(s uint32) {
+	head := w.blocks[0].next
+	w.blocks[s].prev, w.blocks[s].next = 0, head
+	w.blocks[head].prev = s
+	w.blocks[0].next = s
 }
 
 // Replayer fetches a worker's buffered batches from seq on (vLLM's replay

@@ -121,18 +121,46 @@ type Index struct {
 	counts   [][NumTiers]int // blocks held per worker id and tier
 	evicted  uint64
 	overflow uint64
+	// maxWorker bounds the event state of each Worker feeding the index
+	// (see WorkerBounder).
+	maxWorker int
 }
 
-// New returns an index holding at most maxKeys keys (>= 1).
+// Limits bound an index and the event state of the workers feeding it.
+type Limits struct {
+	// MaxKeys bounds the block keys indexed (>= 1); beyond it the least
+	// recently stored key is dropped.
+	MaxKeys int
+	// MaxWorkerBlocks bounds each Worker's engine-hash state (blocks plus
+	// the GPU-sized keys of larger blocks); 0 means DefaultMaxWorkerBlocks,
+	// and it is never above MaxKeys.
+	MaxWorkerBlocks int
+}
+
+// New returns an index holding at most maxKeys keys (>= 1), whose workers
+// keep at most min(DefaultMaxWorkerBlocks, maxKeys) blocks each.
 func New(maxKeys int) *Index {
-	maxKeys = max(maxKeys, 1)
+	return NewBounded(Limits{MaxKeys: maxKeys})
+}
+
+// NewBounded returns an index within l.
+func NewBounded(l Limits) *Index {
+	maxKeys := max(l.MaxKeys, 1)
+	if l.MaxWorkerBlocks <= 0 {
+		l.MaxWorkerBlocks = DefaultMaxWorkerBlocks
+	}
 	return &Index{
-		slots:   make(map[uint64]uint32, min(maxKeys, 1<<16)),
-		entries: make([]entry, 1, min(maxKeys, 1<<16)+1),
-		max:     maxKeys,
-		workers: map[string]uint16{},
+		slots:     make(map[uint64]uint32, min(maxKeys, 1<<16)),
+		entries:   make([]entry, 1, min(maxKeys, 1<<16)+1),
+		max:       maxKeys,
+		workers:   map[string]uint16{},
+		maxWorker: min(l.MaxWorkerBlocks, maxKeys),
 	}
 }
+
+// MaxWorkerBlocks implements WorkerBounder: the bound on each feeding
+// Worker's state.
+func (x *Index) MaxWorkerBlocks() int { return x.maxWorker }
 
 // workerID returns the id of a worker, assigning one; mu must be held for
 // writing. ok is false when every id is taken.

@@ -433,8 +433,8 @@ func TestWorkerApplyLargerOffloadBlocks(t *testing.T) {
 		t.Fatalf("removed %d blocks, want 3 (two GPU blocks, one chunk)", got)
 	}
 	w.Apply(kvevents.Batch{Events: []kvevents.Event{removed([]uint64{101}, "CPU")}})
-	if m := match(); m != (Match{}) || len(w.spans) != 0 || len(w.blocks) != 0 {
-		t.Fatalf("after every eviction: %+v, %d spans, %d blocks left", m, len(w.spans), len(w.blocks))
+	if m := match(); m != (Match{}) || len(w.spans) != 0 || len(w.slots) != 0 {
+		t.Fatalf("after every eviction: %+v, %d spans, %d blocks left", m, len(w.spans), len(w.slots))
 	}
 
 	// A chunk size that is not a multiple of the GPU block keeps its own
