@@ -32,6 +32,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
@@ -62,6 +63,7 @@ func run() error {
 	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
+	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 64 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
 	var tc tokenizer.Config
 	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
 	fs.IntVar(&tc.CacheEntries, "tokenize-cache-entries", 4096, "kvaware: tokenized prompts kept")
@@ -140,7 +142,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVIndexRedis: *kvRedis, Tokenizer: tc,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, Tokenizer: tc,
 	})
 	if err != nil {
 		return err

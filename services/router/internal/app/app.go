@@ -51,6 +51,11 @@ type Options struct {
 	KVEvents kvsub.Config
 	// KVIndexMaxKeys bounds the kvaware index (block keys).
 	KVIndexMaxKeys int
+	// KVWorkerMaxBlocks bounds each worker's KV-event state (engine
+	// blocks plus the keys of larger offloaded blocks);
+	// kvindex.DefaultMaxWorkerBlocks when 0, and never above
+	// KVIndexMaxKeys for the in-memory index.
+	KVWorkerMaxBlocks int
 	// KVIndexRedis, when set (redis://host:port/db), keeps the kvaware index
 	// in Redis, shared by every router replica pointed at it.
 	KVIndexRedis string
@@ -75,6 +80,15 @@ type kvStore interface {
 type confirming struct {
 	kvStore
 	app *App
+}
+
+// MaxWorkerBlocks implements kvindex.WorkerBounder, for the in-memory
+// index and Redis alike.
+func (c confirming) MaxWorkerBlocks() int {
+	if b, ok := c.kvStore.(kvindex.WorkerBounder); ok {
+		return b.MaxWorkerBlocks()
+	}
+	return c.app.opts.KVWorkerMaxBlocks
 }
 
 func (c confirming) Commit(ch *kvindex.Change) error {
@@ -127,7 +141,11 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if o.KVIndexMaxKeys <= 0 {
 		o.KVIndexMaxKeys = 1 << 22
 	}
-	a.index = kvindex.New(o.KVIndexMaxKeys)
+	if o.KVWorkerMaxBlocks <= 0 {
+		o.KVWorkerMaxBlocks = kvindex.DefaultMaxWorkerBlocks
+	}
+	a.opts = o
+	a.index = kvindex.NewBounded(kvindex.Limits{MaxKeys: o.KVIndexMaxKeys, MaxWorkerBlocks: o.KVWorkerMaxBlocks})
 	if o.KVIndexRedis != "" {
 		ropts, err := redis.ParseURL(o.KVIndexRedis)
 		if err != nil {
