@@ -23,7 +23,7 @@ var Names = []string{NameRoundRobin, NameSession, NamePrefixAware, NameKVAware}
 // others' settings. In a file (sigs.k8s.io/yaml, i.e. the json tags):
 //
 //	strategy: prefixaware          # roundrobin | session | prefixaware | kvaware
-//	prefixAware: {chunkSize: 128, charsPerToken: 4, fallbackCapacityTokens: 200000, maxChunksPerEndpoint: 262144}
+//	prefixAware: {chunkSize: 128, charsPerToken: 4, fallbackCapacityTokens: 200000, maxChunksPerEndpoint: 262144, maxEndpoints: 1024}
 //	session: {headers: [x-session-id, x-user-id], loadFactor: 1.25}
 //	loadGuard: {window: 1, ratio: 0.2}
 //
@@ -45,7 +45,7 @@ type Config struct {
 
 // Defaults returns the default configuration: prefixaware; chunks of 128
 // bytes, 4 chars per token, 200000 tokens assumed for a worker whose
-// capacity is unknown, at most 262144 chunks per worker; session headers
+// capacity is unknown, at most 262144 chunks per worker and 1024 workers' tables; session headers
 // x-session-id and x-user-id with load factor 1.25; load guard window 1
 // request, ratio 0.2.
 func Defaults() Config {

@@ -14,7 +14,7 @@ func TestDefaults(t *testing.T) {
 	d := Defaults()
 	want := Config{
 		Name:        "prefixaware",
-		PrefixAware: PrefixAwareConfig{ChunkSize: 128, CharsPerToken: 4, FallbackCapacityTokens: 200000, MaxChunksPerEndpoint: 262144},
+		PrefixAware: PrefixAwareConfig{ChunkSize: 128, CharsPerToken: 4, FallbackCapacityTokens: 200000, MaxChunksPerEndpoint: 262144, MaxEndpoints: 1024},
 		Session:     SessionConfig{Headers: []string{"x-session-id", "x-user-id"}, LoadFactor: 1.25},
 		KVAware:     KVAwareConfig{GPUWeight: 1, CPUWeight: 0.8, L2Weight: 0.5, LoadTokens: 256, QueueWeight: 0.25, PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536},
 		LoadGuard:   LoadGuardConfig{Window: 1, Ratio: 0.2},
@@ -130,7 +130,7 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"gpuWeight":1,"cpuWeight":0.8,"l2Weight":0.5,"loadTokens":256,"queueWeight":0.25,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536},"loadGuard":{"window":1,"ratio":0.2}}`
+	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"gpuWeight":1,"cpuWeight":0.8,"l2Weight":0.5,"loadTokens":256,"queueWeight":0.25,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536},"loadGuard":{"window":1,"ratio":0.2}}`
 	if string(out) != wantJSON {
 		t.Errorf("json.Marshal(Defaults()) = %s, want %s", out, wantJSON)
 	}

@@ -3,6 +3,7 @@ package strategy
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -32,6 +33,14 @@ type PrefixAwareConfig struct {
 	// L1 is served from there, so the router should keep remembering it.
 	// Default 0: GPU only, as vLLM's metrics report it.
 	OffloadCapacityTokens int `json:"offloadCapacityTokens,omitempty" yaml:"offloadCapacityTokens,omitempty"`
+	// MaxEndpoints bounds how many endpoints' chunk tables are kept
+	// (default 1024): the router forgets an endpoint that leaves the pool,
+	// but a Pick racing that removal recreates its table, so with worker
+	// churn (pods replaced under new addresses) the tables of endpoints
+	// long gone would accumulate. Beyond the bound, the table recorded into
+	// least recently is dropped. Memory is thus at most MaxEndpoints ×
+	// MaxChunksPerEndpoint chunks.
+	MaxEndpoints int `json:"maxEndpoints,omitempty" yaml:"maxEndpoints,omitempty"`
 }
 
 func (c PrefixAwareConfig) withDefaults() PrefixAwareConfig {
@@ -47,6 +56,9 @@ func (c PrefixAwareConfig) withDefaults() PrefixAwareConfig {
 	if c.MaxChunksPerEndpoint == 0 {
 		c.MaxChunksPerEndpoint = 1 << 18
 	}
+	if c.MaxEndpoints == 0 {
+		c.MaxEndpoints = 1024
+	}
 	return c
 }
 
@@ -60,6 +72,8 @@ func (c PrefixAwareConfig) validate() error {
 		return errorf("prefixAware.fallbackCapacityTokens must be positive, got %d", c.FallbackCapacityTokens)
 	case c.MaxChunksPerEndpoint <= 0:
 		return errorf("prefixAware.maxChunksPerEndpoint must be positive, got %d", c.MaxChunksPerEndpoint)
+	case c.MaxEndpoints <= 0:
+		return errorf("prefixAware.maxEndpoints must be positive, got %d", c.MaxEndpoints)
 	case c.OffloadCapacityTokens < 0:
 		return errorf("prefixAware.offloadCapacityTokens must not be negative, got %d", c.OffloadCapacityTokens)
 	}
@@ -113,6 +127,7 @@ type PrefixAware struct {
 
 	mu     sync.RWMutex           // guards caches (the map, not the caches)
 	caches map[string]*chunkCache // by Endpoint.ID
+	clock  atomic.Uint64          // orders records, for dropping the stalest table
 }
 
 var (
@@ -194,17 +209,35 @@ func (p *PrefixAware) record(strategy string, c *chunkCache, ep *Endpoint, hs []
 	if c == nil {
 		p.mu.Lock()
 		if c = p.caches[ep.ID]; c == nil {
+			if len(p.caches) >= p.cfg.MaxEndpoints {
+				p.dropStalestLocked()
+			}
 			c = newChunkCache(want)
 			p.caches[ep.ID] = c
 		}
 		p.mu.Unlock()
 	}
+	c.used.Store(p.clock.Add(1))
 	matched := c.record(hs, want)
 	d := Decision{Endpoint: ep.ID, Strategy: strategy, MatchedChunks: matched, TotalChunks: len(hs)}
 	if len(hs) > 0 {
 		d.MatchRatio = float64(matched) / float64(len(hs))
 	}
 	return d
+}
+
+// dropStalestLocked drops the chunk table recorded into least recently;
+// p.mu held for writing. Linear in the endpoints, it runs only when a new
+// endpoint's table would exceed MaxEndpoints.
+func (p *PrefixAware) dropStalestLocked() {
+	var stalest string
+	oldest := uint64(math.MaxUint64)
+	for id, c := range p.caches {
+		if u := c.used.Load(); u < oldest {
+			stalest, oldest = id, u
+		}
+	}
+	delete(p.caches, stalest)
 }
 
 // Request kinds seed the chain, so chat and completion never share chunks.
@@ -263,6 +296,7 @@ func (p *PrefixAware) chunkHashes(req *Request, dst []uint64) (hs []uint64, seed
 // chunkCache is one endpoint's LRU of chunk hashes. The LRU itself is not
 // safe for concurrent use; mu guards it and size.
 type chunkCache struct {
+	used atomic.Uint64 // PrefixAware.clock at the last record
 	mu   sync.RWMutex
 	lru  *simplelru.LRU[uint64, struct{}]
 	size int

@@ -311,3 +311,29 @@ func TestMatchPrefixClosed(t *testing.T) {
 		t.Errorf("only %d partial matches among the probes; the test does not exercise the search", partial)
 	}
 }
+
+// TestPrefixAwareMaxEndpoints: tables of endpoints that churned away are
+// not kept beyond MaxEndpoints, even when never forgotten (a Pick racing
+// the removal recreates one), and the least recently used table goes.
+func TestPrefixAwareMaxEndpoints(t *testing.T) {
+	p := NewPrefixAware(PrefixAwareConfig{MaxEndpoints: 8}, LoadGuardConfig{})
+	req := &Request{Model: "m", Prompt: strings.Repeat("x", 1024)}
+	keep := []Endpoint{{ID: "keep"}}
+	for i := range 100 {
+		if _, err := p.Pick(req, []Endpoint{{ID: fmt.Sprintf("gone-%d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Pick(req, keep); err != nil { // in use all along
+			t.Fatal(err)
+		}
+		if n := len(p.CacheKnowledge()); n > 8 {
+			t.Fatalf("after %d departed endpoints, %d chunk tables kept, over 8", i+1, n)
+		}
+	}
+	if _, ok := p.CacheKnowledge()["keep"]; !ok {
+		t.Fatal("the endpoint in use lost its table")
+	}
+	if _, ok := p.CacheKnowledge()["gone-0"]; ok {
+		t.Fatal("the stalest table was kept")
+	}
+}
