@@ -45,9 +45,9 @@ type Config struct {
 
 // Defaults returns the default configuration: prefixaware; chunks of 128
 // bytes, 4 chars per token, 200000 tokens assumed for a worker whose
-// capacity is unknown, at most 262144 chunks per worker and 1024 workers' tables; session headers
-// x-session-id and x-user-id with load factor 1.25; load guard window 1
-// request, ratio 0.2.
+// capacity is unknown, at most 262144 chunks per worker and 1024 workers'
+// chunk tables; session headers x-session-id and x-user-id with load
+// factor 1.25; load guard window 1 request, ratio 0.2.
 func Defaults() Config {
 	return Config{
 		Name:        NamePrefixAware,
