@@ -74,12 +74,21 @@ func run() error {
 	fs.DurationVar(&pc.TTFBTimeout, "ttfb-timeout", 120*time.Second, "timeout for the first response byte from a worker (504)")
 	fs.DurationVar(&pc.IdleTimeout, "idle-timeout", 60*time.Second, "longest gap between two response chunks")
 	fs.DurationVar(&pc.TotalTimeout, "request-timeout", 10*time.Minute, "timeout for a whole request")
-	fs.IntVar(&pc.MaxRetries, "max-retries", 2, "other workers to try on connect failure or 5xx/429 before the first byte")
+	fs.IntVar(&pc.MaxRetries, "max-retries", 2, "other workers to try, before the first byte, after a failure --retry-on names")
+	pc.RetryOn = proxy.DefaultRetryOn
+	fs.Func("retry-on", "failures retried on another worker, comma-separated: connect-failure (not sent), refused (429, or 503 with Retry-After), reset (connection lost after the request was sent), 5xx; none (default "+proxy.DefaultRetryOn.String()+": only what the worker cannot have run)", func(v string) error {
+		r, err := proxy.ParseRetryOn(v)
+		pc.RetryOn = r
+		return err
+	})
+	fs.IntVar(&pc.PanicPercent, "panic-threshold-percent", 50, "when fewer than this percentage of a model's workers are healthy, route to all of them (Envoy's panic mode; 0 = never)")
+	fs.DurationVar(&pc.WriteTimeout, "client-write-timeout", 60*time.Second, "timeout to write a whole non-streamed response to a client (streams: --idle-timeout per write)")
 	fs.IntVar(&pc.MaxPerWorker, "max-concurrent-per-worker", 0, "router requests in flight per worker (0 = unlimited)")
 	fs.StringVar(&pc.APIKey, "api-key", "", "require this bearer token from clients")
 	fs.IntVar(&pc.Ejection.ConsecutiveFailures, "eject-after", 3, "eject a worker after this many consecutive failures (0 = never)")
 	fs.DurationVar(&pc.Ejection.BaseDuration, "eject-base", 5*time.Second, "first ejection length (doubles per repeat)")
 	fs.DurationVar(&pc.Ejection.MaxDuration, "eject-max", 2*time.Minute, "longest ejection")
+	fs.IntVar(&pc.Ejection.MaxEjectedPercent, "eject-max-percent", 50, "most of a model's workers ejected at once, in percent (one may always be; 0 = no bound)")
 
 	var lc limiter.Config
 	fs.IntVar(&lc.MaxConcurrent, "max-concurrent-requests", 0, "requests in progress (0 = unlimited); the config file's requestLimits override")
