@@ -446,3 +446,27 @@ func TestWorkerApplyLargerOffloadBlocks(t *testing.T) {
 		t.Fatalf("a 6-token chunk over 4-token blocks matched: %+v", m)
 	}
 }
+
+func TestHoldings(t *testing.T) {
+	x := New(16)
+	x.Add("a", GPU, []uint64{1, 2})
+	x.Add("a", GPU, []uint64{2})
+	x.Add("a", CPU, []uint64{2})
+	x.Add("b", GPU, []uint64{3})
+	got := map[Holding]bool{}
+	for _, h := range x.Holdings("a") {
+		got[h] = true
+	}
+	want := map[Holding]bool{{Key: 1, Tier: GPU, Copies: 1}: true, {Key: 2, Tier: GPU, Copies: 2}: true, {Key: 2, Tier: CPU, Copies: 1}: true}
+	if len(got) != len(want) {
+		t.Fatalf("holdings %v, want %v", got, want)
+	}
+	for h := range want {
+		if !got[h] {
+			t.Fatalf("holdings %v lack %v", got, h)
+		}
+	}
+	if h := x.Holdings("nobody"); h != nil {
+		t.Fatalf("unknown worker holds %v", h)
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
@@ -62,6 +63,11 @@ func run() error {
 	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
+	var rc kvredis.Config
+	fs.DurationVar(&rc.Timeout, "kv-index-redis-timeout", 200*time.Millisecond, "timeout of one Redis lookup (commits and clear chunks get 4x)")
+	fs.IntVar(&rc.BreakerFailures, "kv-index-redis-breaker-failures", 5, "Redis calls failing in a row that open the breaker (lookups then use this replica's own index)")
+	fs.DurationVar(&rc.BreakerOpen, "kv-index-redis-breaker-open", 5*time.Second, "how long the open Redis breaker fails calls at once before one probe")
+	fs.IntVar(&rc.ChunkSize, "kv-index-redis-chunk", 500, "block keys one Redis script touches when clearing or resyncing a worker")
 	var tc tokenizer.Config
 	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
 	fs.IntVar(&tc.CacheEntries, "tokenize-cache-entries", 4096, "kvaware: tokenized prompts kept")
@@ -148,7 +154,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVIndexRedis: *kvRedis, Tokenizer: tc,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc,
 	})
 	if err != nil {
 		return err

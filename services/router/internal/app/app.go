@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -54,6 +53,9 @@ type Options struct {
 	// KVIndexRedis, when set (redis://host:port/db), keeps the kvaware index
 	// in Redis, shared by every router replica pointed at it.
 	KVIndexRedis string
+	// KVRedis tunes the Redis-shared index (timeouts, breaker, chunks);
+	// its Local, Registerer and Log are filled in here.
+	KVRedis kvredis.Config
 	// Tokenizer configures tokenization for kvaware.
 	Tokenizer tokenizer.Config
 	// Tracer for request spans; nil disables.
@@ -127,13 +129,18 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if o.KVIndexMaxKeys <= 0 {
 		o.KVIndexMaxKeys = 1 << 22
 	}
-	a.index = kvindex.New(o.KVIndexMaxKeys)
+	local := kvindex.New(o.KVIndexMaxKeys)
+	a.index = local
 	if o.KVIndexRedis != "" {
-		ropts, err := redis.ParseURL(o.KVIndexRedis)
+		rdb, err := kvredis.NewClient(o.KVIndexRedis)
 		if err != nil {
 			return nil, fmt.Errorf("app: --kv-index-redis: %w", err)
 		}
-		a.index = kvredis.New(redis.NewClient(ropts), kvredis.Config{})
+		// The in-memory index is still fed: it answers while Redis is
+		// unavailable and rewrites workers whose batches Redis lost.
+		rc := o.KVRedis
+		rc.Local, rc.Registerer, rc.Log = local, o.Registry, o.Log.With("component", "kvredis")
+		a.index = kvredis.New(rdb, rc)
 	}
 	a.kvsubs = kvsub.New(o.KVEvents, confirming{kvStore: a.index, app: a}, o.Log.With("component", "kvevents"))
 	if a.kvsubs.Enabled() {
