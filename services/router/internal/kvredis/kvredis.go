@@ -339,7 +339,10 @@ func (s *Store) LookupShared(keys []uint64, workers []string, out []kvindex.Matc
 	tiers := make([]uint8, len(workers))
 	for n, cmd := range cmds {
 		fields, err := cmd.Result()
-		if err != nil || len(fields) == 0 {
+		if err != nil {
+			return nil, fmt.Errorf("kvredis: lookup block %d: %w", n, err)
+		}
+		if len(fields) == 0 {
 			break
 		}
 		clear(tiers)
