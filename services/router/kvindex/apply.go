@@ -223,6 +223,15 @@ func (w *Worker) Reset() {
 	w.change.ResetOnly = false // Reset stays set for the next batch
 }
 
+// Restart is Reset for a restart learnt from outside the stream (the
+// worker's health or process start time): the worker's next message is
+// taken as the first of a new process, caught up through replay from 0.
+func (f *Feed) Restart() {
+	f.w.stats.Restarts.Add(1)
+	f.w.Reset()
+	f.seen, f.next, f.dupWindow = false, 0, false
+}
+
 // Replayer fetches a worker's buffered batches from seq on (vLLM's replay
 // socket); kvevents.Replay over a worker's replay endpoint is one.
 type Replayer interface {

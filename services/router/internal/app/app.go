@@ -170,8 +170,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 
 	// Health transitions are logged by the prober and exported from the
-	// pool at scrape time, so no observer is needed.
-	a.prober = probe.New(ctx, o.Probe, nil, nil, o.Log.With("component", "probe"))
+	// pool at scrape time; the app observes restarts.
+	a.prober = probe.New(ctx, o.Probe, nil, restartObserver{a}, o.Log.With("component", "probe"))
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
 		o.Log.Info("worker added", "worker", ep.URL)
 		a.metrics.Ejections.WithLabelValues(ep.URL) // exported at 0 from the start
@@ -311,4 +311,18 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	a.prober.Wait()
 	a.kvsubs.Wait()
 	return err
+}
+
+// restartObserver drops what the router believes a restarted worker
+// caches: its KV index entries and the strategy's knowledge of it.
+type restartObserver struct{ a *App }
+
+func (restartObserver) HealthChanged(*pool.Endpoint, bool) {}
+
+func (o restartObserver) Restarted(ep *pool.Endpoint, reason string) {
+	o.a.metrics.Restarts.WithLabelValues(reason).Inc()
+	o.a.kvsubs.Restarted(ep.URL)
+	if f, ok := o.a.server.Routing().Strategy.(strategy.Forgetter); ok {
+		f.Forget(ep.URL)
+	}
 }

@@ -90,6 +90,9 @@ type subscription struct {
 	// used only by the listener goroutine.
 	worker Worker
 	feed   *kvindex.Feed
+	// restarted is set by Restarted and taken by the goroutine feeding
+	// the worker, which restarts its feed before the next message.
+	restarted atomic.Bool
 }
 
 // connState records whether a subscription is connected, for
@@ -154,6 +157,26 @@ func (m *Manager) Stop(workerURL string) {
 	}
 	if err := m.idx.Forget(workerURL); err != nil {
 		m.log.Warn("kv events: could not drop a departed worker's blocks", "worker", workerURL, "err", err)
+	}
+}
+
+// Restarted drops what the index holds for a worker that restarted (its
+// health went down and came back, or its process is new), at once: in the
+// bind topology a restarted worker may publish nothing for a long time,
+// and until then the router would credit an empty cache. The worker's
+// next message starts its stream afresh.
+func (m *Manager) Restarted(workerURL string) {
+	if !m.Enabled() {
+		return
+	}
+	m.mu.Lock()
+	s, ok := m.subs[workerURL]
+	m.mu.Unlock()
+	if ok {
+		s.restarted.Store(true)
+	}
+	if err := m.idx.Forget(workerURL); err != nil {
+		m.log.Warn("kv events: could not drop a restarted worker's blocks", "worker", workerURL, "err", err)
 	}
 }
 
@@ -243,7 +266,7 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 	feed := kvindex.NewFeed(kvindex.NewWorker(m.idx, workerURL, model, s.counters), replay)
 	wait := m.cfg.RetryInterval
 	for ctx.Err() == nil {
-		err := m.subscribe(ctx, endpoint, feed, s.conn, log)
+		err := m.subscribe(ctx, endpoint, feed, s, log)
 		s.conn.set(false, err)
 		if ctx.Err() != nil {
 			return
@@ -269,7 +292,8 @@ func (c *connState) set(connected bool, err error) {
 
 // subscribe dials endpoint and feeds messages until the socket fails or
 // ctx ends.
-func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.Feed, conn *connState, log *slog.Logger) error {
+func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.Feed, s *subscription, log *slog.Logger) error {
+	conn := s.conn
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sub := zmq4.NewSub(sctx, zmq4.WithLogger(quiet()), zmq4.WithAutomaticReconnect(true),
@@ -299,7 +323,11 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 	conn.set(true, nil)
 	log.Info("kv events: subscribed", "endpoint", endpoint)
 	// Catch up on what happened before this subscription; live messages
-	// received meanwhile wait in the socket.
+	// received meanwhile wait in the socket. After a restart the index
+	// was cleared, so catch up from the start.
+	if s.restarted.Swap(false) {
+		feed.Restart()
+	}
 	if err := feed.Sync(ctx); err != nil {
 		log.Warn("kv events: catching up through replay failed; some blocks are not indexed", "err", err)
 	}
@@ -324,6 +352,9 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 		conn.mu.Lock()
 		conn.lastEvent = time.Now()
 		conn.mu.Unlock()
+		if s.restarted.Swap(false) {
+			feed.Restart()
+		}
 		if err := feed.Handle(ctx, mm); err != nil {
 			log.Warn("kv events: replay failed; some blocks are not indexed", "err", err)
 		}
@@ -365,6 +396,9 @@ func (m *Manager) Listen(ctx context.Context) error {
 		if s == nil {
 			m.unknownTopic.Add(1)
 			continue
+		}
+		if s.restarted.Swap(false) && s.feed != nil {
+			s.feed.Restart()
 		}
 		if s.feed == nil {
 			ms := s.worker.Models()

@@ -25,6 +25,7 @@ type Metrics struct {
 	Retries          *prometheus.CounterVec   // reason
 	Rejections       *prometheus.CounterVec   // reason
 	Ejections        *prometheus.CounterVec   // worker
+	Restarts         *prometheus.CounterVec   // reason
 	ConfigReloads    *prometheus.CounterVec   // result
 	Tokenize         *prometheus.CounterVec   // result
 	// PanicRouted counts requests routed to every worker of their model
@@ -93,6 +94,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_ejections_total",
 			Help: "Passive outlier ejections of a worker after consecutive failures.",
 		}, []string{"worker"}),
+		Restarts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_worker_restarts_total",
+			Help: "Worker restarts the router noticed (health_returned, process_start_changed); each drops what the router believed the worker cached.",
+		}, []string{"reason"}),
 		ConfigReloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_config_reloads_total",
 			Help: "Routing configuration reloads by result (success, error).",
@@ -115,6 +120,9 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 	// series (and a rate of 0) before the first retry or rejection.
 	for _, r := range []string{ReasonConnectError, ReasonRefused, ReasonUpstreamReset, ReasonUpstream5xx} {
 		m.Retries.WithLabelValues(r)
+	}
+	for _, r := range []string{"health_returned", "process_start_changed"} {
+		m.Restarts.WithLabelValues(r)
 	}
 	for _, r := range []string{ReasonOverflow, ReasonQueueTimeout, ReasonNoWorker, ReasonUnknownModel, ReasonBodyTooLarge, ReasonBadRequest, ReasonUnauthorized} {
 		m.Rejections.WithLabelValues(r)

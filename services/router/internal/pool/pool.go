@@ -24,7 +24,10 @@ type Stats struct {
 	InFlightAtScrape        int
 	KVCacheUsage            float64
 	BlockSize, NumGPUBlocks int
-	ScrapedAt               time.Time
+	// ProcessStart is the worker's process_start_time_seconds (0 when it
+	// exports none): a change means a new process with an empty cache.
+	ProcessStart float64
+	ScrapedAt    time.Time
 }
 
 // Ejection configures passive outlier ejection.
