@@ -76,18 +76,18 @@ func (c *chunked) Read(p []byte) (int, error) {
 // allocate beyond lim. It stops at the first read error.
 func consume(r io.Reader, lim Limits) error {
 	lim = lim.WithDefaults()
-	if _, err := io.ReadFull(r, make([]byte, GreetingLen)); err != nil {
+	if !readFull(r, make([]byte, GreetingLen)) {
 		return nil
 	}
 	var msg uint64
 	for {
 		var hdr [9]byte
-		if _, err := io.ReadFull(r, hdr[:2]); err != nil {
+		if !readFull(r, hdr[:2]) {
 			return nil
 		}
 		size := uint64(hdr[1])
 		if hdr[0]&flagLong != 0 {
-			if _, err := io.ReadFull(r, hdr[2:]); err != nil {
+			if !readFull(r, hdr[2:]) {
 				return nil
 			}
 			size = binary.BigEndian.Uint64(hdr[1:])
@@ -100,10 +100,17 @@ func consume(r io.Reader, lim Limits) error {
 		if hdr[0]&flagMore == 0 {
 			msg = 0
 		}
-		if _, err := io.CopyN(io.Discard, r, int64(size)); err != nil {
+		if n, _ := io.CopyN(io.Discard, r, int64(size)); n < int64(size) {
 			return nil
 		}
 	}
+}
+
+// readFull reports whether r filled p; the stream's end or the guard's
+// error ends the consumer alike.
+func readFull(r io.Reader, p []byte) bool {
+	n, _ := io.ReadFull(r, p)
+	return n == len(p)
 }
 
 // firstViolation is an independent reading of data: the end offset of the

@@ -55,7 +55,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		// The peer's first command is in: the handshake no longer waits on
 		// it, and an idle subscription is legitimate.
 		c.handshaking = false
-		if derr := c.Conn.SetReadDeadline(time.Time{}); derr != nil && err == nil {
+		if derr := c.SetReadDeadline(time.Time{}); derr != nil && err == nil {
 			err = fmt.Errorf("zmtpguard: clear handshake deadline: %w", derr)
 		}
 	}
@@ -71,7 +71,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.fail(err)
 	case c.handshaking:
 		// zmq4 would leave the connection open after the failed handshake.
-		c.closeOnce.Do(func() { _ = c.Conn.Close() })
+		c.closeOnce.Do(func() { _ = c.Close() })
 	}
 	return n, err
 }
@@ -79,7 +79,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 // fail closes the connection and reports why, once.
 func (c *Conn) fail(err error) {
 	c.closeOnce.Do(func() {
-		_ = c.Conn.Close()
+		_ = c.Close()
 		if c.report != nil {
 			c.report(Rejection{Peer: c.RemoteAddr(), Err: err})
 		}
@@ -112,8 +112,9 @@ func (t guarded) Dial(ctx context.Context, d transport.Dialer, addr string) (net
 	return NewConn(c, t.lim, t.report), nil
 }
 
-func (t guarded) Listen(_ context.Context, addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+func (t guarded) Listen(ctx context.Context, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("zmtpguard: listen %s: %w", addr, err)
 	}
