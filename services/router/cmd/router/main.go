@@ -25,6 +25,7 @@ import (
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/libs/zmtpguard"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
@@ -61,6 +62,9 @@ func run() error {
 	fs.StringVar(&kv.Bind, "kv-events-bind", "", "bind one SUB socket here (e.g. tcp://0.0.0.0:5557) that workers connect to, each naming itself in its topic (its URL, or kv@host:port@model); the other topology to --kv-events-endpoint")
 	fs.StringVar(&kv.ReplayEndpoint, "kv-events-replay-endpoint", "", "each worker's KV-event replay socket, same template (e.g. tcp://{host}:5558); without it gaps are counted, not repaired")
 	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
+	fs.Uint64Var(&kv.MaxFrameBytes, "kv-events-max-frame-bytes", zmtpguard.DefaultMaxFrame, "largest ZMTP frame a KV-event or replay peer may announce; a peer announcing more is disconnected before anything is allocated")
+	fs.Uint64Var(&kv.MaxMessageBytes, "kv-events-max-message-bytes", zmtpguard.DefaultMaxMessage, "largest KV-event message (all its frames, plus 32 bytes per frame) a peer may send")
+	fs.DurationVar(&kv.HandshakeTimeout, "kv-events-handshake-timeout", zmtpguard.DefaultHandshakeTimeout, "time a KV-event or replay peer has for its ZMTP handshake")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
 	var rc kvredis.Config

@@ -29,6 +29,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/zmtpguard"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
@@ -53,6 +54,13 @@ type Config struct {
 	// RetryInterval is the first wait before dialing a worker again
 	// (1s, doubling to 30s).
 	RetryInterval time.Duration
+	// MaxFrameBytes bounds one ZMTP frame a peer may announce on any event
+	// or replay connection (zmtpguard.DefaultMaxFrame, 4 MiB);
+	// MaxMessageBytes one multipart message (16 MiB). A peer announcing
+	// more is disconnected before anything is allocated.
+	MaxFrameBytes, MaxMessageBytes uint64
+	// HandshakeTimeout bounds a peer's ZMTP handshake (10s).
+	HandshakeTimeout time.Duration
 }
 
 // Worker is what the subscriber needs to know about a worker.
@@ -79,7 +87,26 @@ type Manager struct {
 	subs map[string]*subscription
 	// unknownTopic counts bind-topology messages naming no known worker.
 	unknownTopic atomic.Uint64
+	// bound is the bind topology's listening address, once listening.
+	bound atomic.Pointer[net.Addr]
+	// scheme is the zmq4 transport every tcp:// endpoint goes through: TCP
+	// behind zmtpguard's limits.
+	scheme string
+	guard  guardStats
 }
+
+// guardStats counts connections zmtpguard failed and rate-limits the
+// warnings about them: a hostile peer reconnecting in a loop must not
+// flood the log.
+type guardStats struct {
+	oversizeFrames, oversizeMessages, handshakeTimeouts atomic.Uint64
+	lastWarn                                            atomic.Int64 // unix nanoseconds
+	suppressed                                          atomic.Uint64
+}
+
+// guardWarnEvery is the least time between two warnings about rejected
+// peers; the ones in between are counted in the next warning.
+const guardWarnEvery = 10 * time.Second
 
 type subscription struct {
 	cancel   context.CancelFunc
@@ -115,7 +142,55 @@ func New(cfg Config, idx Store, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, idx: idx, log: log, subs: map[string]*subscription{}}
+	m := &Manager{cfg: cfg, idx: idx, log: log, subs: map[string]*subscription{}, scheme: "tcp"}
+	scheme, err := zmtpguard.Register(zmtpguard.Limits{
+		MaxFrame: cfg.MaxFrameBytes, MaxMessage: cfg.MaxMessageBytes, HandshakeTimeout: cfg.HandshakeTimeout,
+	}, m.rejected)
+	if err != nil {
+		// Only a duplicate name fails, and Register numbers its names.
+		log.Error("kv events: no frame-size guard; peers can announce frames of any size", "err", err)
+	} else {
+		m.scheme = scheme
+	}
+	return m
+}
+
+// rejected counts and logs a connection zmtpguard failed.
+func (m *Manager) rejected(r zmtpguard.Rejection) {
+	var le *zmtpguard.LimitError
+	switch {
+	case errors.As(r.Err, &le) && le.What == "message":
+		m.guard.oversizeMessages.Add(1)
+	case le != nil:
+		m.guard.oversizeFrames.Add(1)
+	default:
+		m.guard.handshakeTimeouts.Add(1)
+	}
+	now, last := time.Now().UnixNano(), m.guard.lastWarn.Load()
+	if now-last < int64(guardWarnEvery) || !m.guard.lastWarn.CompareAndSwap(last, now) {
+		m.guard.suppressed.Add(1)
+		return
+	}
+	peer := ""
+	if r.Peer != nil {
+		peer = r.Peer.String()
+	}
+	m.log.Warn("kv events: dropped a peer's connection", "peer", peer, "err", r.Err,
+		"alsoDroppedSinceLastWarning", m.guard.suppressed.Swap(0))
+}
+
+// GuardStats are the connections the frame-size guard dropped.
+type GuardStats struct {
+	OversizeFrames, OversizeMessages, HandshakeTimeouts uint64
+}
+
+// GuardStats returns the connections dropped so far for breaking a limit.
+func (m *Manager) GuardStats() GuardStats {
+	return GuardStats{
+		OversizeFrames:    m.guard.oversizeFrames.Load(),
+		OversizeMessages:  m.guard.oversizeMessages.Load(),
+		HandshakeTimeouts: m.guard.handshakeTimeouts.Load(),
+	}
 }
 
 // Enabled reports whether workers are subscribed to.
@@ -248,7 +323,7 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 			log.Error("kv events: bad replay endpoint template", "err", err)
 			return
 		}
-		replay = replayer{endpoint: re, timeout: m.cfg.ReplayTimeout}
+		replay = replayer{endpoint: zmtpguard.Endpoint(m.scheme, re), timeout: m.cfg.ReplayTimeout}
 	}
 	// Keys are seeded by the model, known once the worker was probed.
 	var model string
@@ -296,6 +371,7 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 	conn := s.conn
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	guarded := zmtpguard.Endpoint(m.scheme, endpoint)
 	sub := zmq4.NewSub(sctx, zmq4.WithLogger(quiet()), zmq4.WithAutomaticReconnect(true),
 		zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(4))
 	defer sub.Close()
@@ -310,7 +386,7 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 				dialed <- fmt.Errorf("dial panicked: %v", v)
 			}
 		}()
-		dialed <- sub.Dial(endpoint)
+		dialed <- sub.Dial(guarded)
 	}()
 	select {
 	case err := <-dialed:
@@ -372,8 +448,11 @@ func (m *Manager) Listen(ctx context.Context) error {
 	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
 		return fmt.Errorf("kvsub: subscribe: %w", err)
 	}
-	if err := sub.Listen(m.cfg.Bind); err != nil {
+	if err := sub.Listen(zmtpguard.Endpoint(m.scheme, m.cfg.Bind)); err != nil {
 		return fmt.Errorf("kvsub: listen %s: %w", m.cfg.Bind, err)
+	}
+	if a := sub.Addr(); a != nil {
+		m.bound.Store(&a)
 	}
 	m.log.Info("kv events: listening", "addr", m.cfg.Bind)
 	for {
@@ -381,11 +460,13 @@ func (m *Manager) Listen(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, io.EOF) {
-			continue // one worker went away; the others stay connected
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("kvsub: receive: %w", err) // the socket itself closed
 		}
 		if err != nil {
-			return fmt.Errorf("kvsub: receive: %w", err)
+			// Any other error is one connection's (a worker went away, the
+			// guard dropped a hostile peer); the others stay connected.
+			continue
 		}
 		mm, err := kvevents.ParseMessage(msg.Frames)
 		if err != nil {
@@ -408,7 +489,7 @@ func (m *Manager) Listen(ctx context.Context) error {
 			var replay kvindex.Replayer
 			if m.cfg.ReplayEndpoint != "" {
 				if re, err := Expand(m.cfg.ReplayEndpoint, url); err == nil {
-					replay = replayer{endpoint: re, timeout: m.cfg.ReplayTimeout}
+					replay = replayer{endpoint: zmtpguard.Endpoint(m.scheme, re), timeout: m.cfg.ReplayTimeout}
 				}
 			}
 			s.feed = kvindex.NewFeed(kvindex.NewWorker(m.idx, url, ms[0], s.counters), replay)
@@ -421,6 +502,15 @@ func (m *Manager) Listen(ctx context.Context) error {
 			m.log.Warn("kv events: replay failed; some blocks are not indexed", "worker", url, "err", err)
 		}
 	}
+}
+
+// BindAddr is the address the bind topology's SUB socket listens on (with
+// the real port when Bind asked for port 0), or nil before Listen bound it.
+func (m *Manager) BindAddr() net.Addr {
+	if a := m.bound.Load(); a != nil {
+		return *a
+	}
+	return nil
 }
 
 // byTopic finds the worker a bind-topology topic names.
