@@ -109,6 +109,7 @@ type guardStats struct {
 const guardWarnEvery = 10 * time.Second
 
 type subscription struct {
+	url      string // the worker's base URL
 	cancel   context.CancelFunc
 	done     chan struct{}
 	counters *kvindex.Counters
@@ -120,6 +121,32 @@ type subscription struct {
 	// restarted is set by Restarted and taken by the goroutine feeding
 	// the worker, which restarts its feed before the next message.
 	restarted atomic.Bool
+	// rejectsLogged and rejectLogAt rate-limit the warning about events
+	// the index rejected; only the goroutine feeding the worker uses them.
+	rejectsLogged uint64
+	rejectLogAt   time.Time
+}
+
+// rejectWarnEvery is the least time between two warnings about one
+// worker's rejected events.
+const rejectWarnEvery = 10 * time.Second
+
+// noteRejections warns, at most every rejectWarnEvery per worker, when
+// the index rejected events since the last warning: an operator whose
+// kvaware routing finds nothing must be able to see why in the log, not
+// only in a counter.
+func (m *Manager) noteRejections(s *subscription, now time.Time) {
+	n := s.counters.Rejected()
+	if n == s.rejectsLogged || now.Sub(s.rejectLogAt) < rejectWarnEvery {
+		return
+	}
+	r := s.counters.LastRejection()
+	args := []any{"worker", s.url, "rejected", n - s.rejectsLogged, "total", n}
+	if r != nil {
+		args = append(args, "reason", r.Reason, "detail", r.Detail)
+	}
+	m.log.Warn("kv events: events rejected; these blocks are not indexed", args...)
+	s.rejectsLogged, s.rejectLogAt = n, now
 }
 
 // connState records whether a subscription is connected, for
@@ -207,7 +234,7 @@ func (m *Manager) Start(ctx context.Context, workerURL string, w Worker) {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &subscription{cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}, worker: w}
+	s := &subscription{url: workerURL, cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}, worker: w}
 	m.subs[workerURL] = s
 	if m.cfg.Bind != "" {
 		close(s.done) // the listener feeds it
@@ -279,6 +306,10 @@ type Health struct {
 	Lost      uint64    `json:"lostBatches"`
 	Restarts  uint64    `json:"restarts"`
 	Errors    uint64    `json:"decodeErrors"`
+	// Rejected counts BlockStored events the index could not take;
+	// LastRejection says why the latest was refused.
+	Rejected      uint64             `json:"rejectedEvents"`
+	LastRejection *kvindex.Rejection `json:"lastRejection,omitempty"`
 }
 
 // Health returns each subscribed worker's stream state.
@@ -293,6 +324,7 @@ func (m *Manager) Health() map[string]Health {
 		c := s.counters
 		h.Events, h.Gaps, h.Replays, h.Lost = c.Events.Load(), c.Gaps.Load(), c.Replays.Load(), c.Lost.Load()
 		h.Restarts, h.Errors = c.Restarts.Load(), c.DecodeErrors.Load()
+		h.Rejected, h.LastRejection = c.Rejected(), c.LastRejection()
 		out[u] = h
 	}
 	return out
@@ -434,6 +466,7 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 		if err := feed.Handle(ctx, mm); err != nil {
 			log.Warn("kv events: replay failed; some blocks are not indexed", "err", err)
 		}
+		m.noteRejections(s, time.Now())
 	}
 }
 
@@ -501,6 +534,7 @@ func (m *Manager) Listen(ctx context.Context) error {
 		if err := s.feed.Handle(ctx, mm); err != nil {
 			m.log.Warn("kv events: replay failed; some blocks are not indexed", "worker", url, "err", err)
 		}
+		m.noteRejections(s, time.Now())
 	}
 }
 
