@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"strconv"
+	"strings"
 )
 
 // BlockHash is an engine block hash exactly as vLLM puts it on the wire: an
@@ -21,6 +22,15 @@ type BlockHash struct {
 	raw   string // bytes hashes: the raw bytes; empty for integer hashes
 	n     uint64 // integer hashes: the value; bytes hashes: derived from raw
 	isInt bool
+}
+
+// IsZero reports whether h is the integer 0 or bytes that are all zero:
+// what some publishers send for "no parent".
+func (h BlockHash) IsZero() bool {
+	if h.isInt {
+		return h.n == 0
+	}
+	return strings.Trim(h.raw, "\x00") == ""
 }
 
 // IntHash returns the integer block hash v.

@@ -120,7 +120,7 @@ func NewPublisher(ctx context.Context, cfg Config, enc Encoding, log *slog.Logge
 		return nil, fmt.Errorf("kvevents: set hwm: %w", err)
 	}
 	if bind {
-		if err := p.pub.Listen(cfg.Endpoint); err != nil {
+		if err := p.pub.Listen(guarded(cfg.Endpoint)); err != nil {
 			p.abort()
 			return nil, fmt.Errorf("kvevents: bind %s: %w", cfg.Endpoint, err)
 		}
@@ -129,7 +129,7 @@ func NewPublisher(ctx context.Context, cfg Config, enc Encoding, log *slog.Logge
 	}
 	if cfg.ReplayEndpoint != "" {
 		p.router = zmq4.NewRouter(ctx, zmq4.WithLogger(zlog))
-		if err := p.router.Listen(cfg.ReplayEndpoint); err != nil {
+		if err := p.router.Listen(guarded(cfg.ReplayEndpoint)); err != nil {
 			p.abort()
 			return nil, fmt.Errorf("kvevents: bind replay %s: %w", cfg.ReplayEndpoint, err)
 		}
@@ -170,7 +170,7 @@ func (p *Publisher) keepConnected(endpoint string) {
 				dialed <- fmt.Errorf("dial panicked: %v", v)
 			}
 		}()
-		dialed <- p.pub.Dial(endpoint)
+		dialed <- p.pub.Dial(guarded(endpoint))
 	}
 	go dial()
 	for {

@@ -89,7 +89,7 @@ func Replay(ctx context.Context, endpoint string, startSeq uint64) ([]Message, e
 				dialed <- fmt.Errorf("dial panicked: %v", v)
 			}
 		}()
-		dialed <- d.Dial(endpoint)
+		dialed <- d.Dial(guarded(endpoint))
 	}()
 	select {
 	case err := <-dialed:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -93,6 +94,28 @@ type Counters struct {
 	// MaxWorkerBlocks (their removal was lost, or the bound is below the
 	// worker's cache).
 	Forgotten atomic.Uint64
+
+	// lastRejection is the latest BlockStored event not indexed, for
+	// operators (/debug/endpoints, the subscriber's log).
+	lastRejection atomic.Pointer[Rejection]
+}
+
+// Rejection describes a BlockStored event the index could not take.
+type Rejection struct {
+	Reason string    `json:"reason"` // "unknown_parent" or "invalid"
+	Detail string    `json:"detail"`
+	At     time.Time `json:"at"`
+}
+
+// Rejected counts the BlockStored events not indexed.
+func (c *Counters) Rejected() uint64 { return c.UnknownParent.Load() + c.Invalid.Load() }
+
+// LastRejection returns the latest event not indexed; nil if none.
+func (c *Counters) LastRejection() *Rejection { return c.lastRejection.Load() }
+
+func (c *Counters) reject(n *atomic.Uint64, reason, detail string) {
+	n.Add(1)
+	c.lastRejection.Store(&Rejection{Reason: reason, Detail: detail, At: time.Now()})
 }
 
 // NewWorker returns the event state of worker (its index name) serving
@@ -160,7 +183,7 @@ func (w *Worker) apply(b kvevents.Batch) {
 func (w *Worker) stored(ev *kvevents.BlockStored) {
 	n := len(ev.BlockHashes)
 	if n == 0 || ev.BlockSize <= 0 || len(ev.TokenIDs) != n*ev.BlockSize {
-		w.stats.Invalid.Add(1)
+		w.stats.reject(&w.stats.Invalid, "invalid", fmt.Sprintf("%d block hashes, block size %d, %d token ids", n, ev.BlockSize, len(ev.TokenIDs)))
 		return
 	}
 	parent := w.seed
@@ -169,15 +192,21 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 	}
 	if ev.ParentBlockHash != nil {
 		ps, ok := w.slots[ev.ParentBlockHash.Uint64()]
-		if !ok {
+		switch {
+		case ok:
+			w.touch(ps) // a parent in use is not forgotten before its children
+			parent = w.blocks[ps].key
+		case ev.ParentBlockHash.IsZero():
+			// Some publishers encode "no parent" as 0 rather than nil;
+			// llm-d's indexer reads it as a root block too. A block that
+			// really hashes to 0 is found above first.
+		default:
 			// The chain before this block was never seen (the router
 			// started mid-stream and replay could not reach back): its key
 			// cannot be known, and a guess would credit the wrong prompts.
-			w.stats.UnknownParent.Add(1)
+			w.stats.reject(&w.stats.UnknownParent, "unknown_parent", fmt.Sprintf("parent block hash %d not indexed for this worker", ev.ParentBlockHash.Uint64()))
 			return
 		}
-		w.touch(ps) // a parent in use is not forgotten before its children
-		parent = w.blocks[ps].key
 	}
 	tier := TierOf(ev.Medium)
 	if tier == GPU {
@@ -363,6 +392,15 @@ func (w *Worker) pushFront(s uint32) {
 	w.blocks[s].prev, w.blocks[s].next = 0, head
 	w.blocks[head].prev = s
 	w.blocks[0].next = s
+}
+
+// Restart is Reset for a restart learnt from outside the stream (the
+// worker's health or process start time): the worker's next message is
+// taken as the first of a new process, caught up through replay from 0.
+func (f *Feed) Restart() {
+	f.w.stats.Restarts.Add(1)
+	f.w.Reset()
+	f.seen, f.next, f.dupWindow = false, 0, false
 }
 
 // Replayer fetches a worker's buffered batches from seq on (vLLM's replay

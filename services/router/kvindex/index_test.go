@@ -446,3 +446,73 @@ func TestWorkerApplyLargerOffloadBlocks(t *testing.T) {
 		t.Fatalf("a 6-token chunk over 4-token blocks matched: %+v", m)
 	}
 }
+
+func TestHoldings(t *testing.T) {
+	x := New(16)
+	x.Add("a", GPU, []uint64{1, 2})
+	x.Add("a", GPU, []uint64{2})
+	x.Add("a", CPU, []uint64{2})
+	x.Add("b", GPU, []uint64{3})
+	got := map[Holding]bool{}
+	for _, h := range x.Holdings("a") {
+		got[h] = true
+	}
+	want := map[Holding]bool{{Key: 1, Tier: GPU, Copies: 1}: true, {Key: 2, Tier: GPU, Copies: 2}: true, {Key: 2, Tier: CPU, Copies: 1}: true}
+	if len(got) != len(want) {
+		t.Fatalf("holdings %v, want %v", got, want)
+	}
+	for h := range want {
+		if !got[h] {
+			t.Fatalf("holdings %v lack %v", got, h)
+		}
+	}
+	if h := x.Holdings("nobody"); h != nil {
+		t.Fatalf("unknown worker holds %v", h)
+	}
+}
+
+// TestRootParentEncodedAsZero: a root block whose parent hash is sent as 0
+// rather than nil is indexed as a root, as llm-d's indexer reads it; a
+// worker that really holds a block hashing to 0 chains to that block.
+func TestRootParentEncodedAsZero(t *testing.T) {
+	x := New(1000)
+	w := NewWorker(x, "w", "m", nil)
+	prompt := seq(8, 100)
+	keys := AppendKeys(nil, Seed("m", ""), prompt, 4)
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{
+		stored(ptr(0), []uint64{11}, prompt[:4], "GPU"),
+		stored(ptr(11), []uint64{12}, prompt[4:], "GPU"),
+	}})
+	if m := x.Lookup(keys, []string{"w"}, nil)[0]; m.GPU != 2 {
+		t.Fatalf("match %+v, want 2 GPU blocks (rejections %d: %+v)", m, w.stats.Rejected(), w.stats.LastRejection())
+	}
+	if w.stats.Rejected() != 0 {
+		t.Fatalf("%d events rejected", w.stats.Rejected())
+	}
+}
+
+// TestRejectionRecorded: an event the index cannot take leaves its reason
+// for operators, not only a counter.
+func TestRejectionRecorded(t *testing.T) {
+	tests := []struct {
+		name   string
+		ev     kvevents.Event
+		reason string
+	}{
+		{"unknown parent", stored(ptr(999), []uint64{21}, seq(4, 0), "GPU"), "unknown_parent"},
+		{"token count not blocks times block size", stored(nil, []uint64{31}, seq(3, 0), "GPU"), "invalid"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := NewWorker(New(100), "w", "m", nil)
+			if w.stats.LastRejection() != nil {
+				t.Fatal("a rejection before any event")
+			}
+			w.Apply(kvevents.Batch{Events: []kvevents.Event{tt.ev}})
+			r := w.stats.LastRejection()
+			if w.stats.Rejected() != 1 || r == nil || r.Reason != tt.reason || r.Detail == "" || r.At.IsZero() {
+				t.Fatalf("rejected %d, last %+v; want 1 with reason %q and a detail", w.stats.Rejected(), r, tt.reason)
+			}
+		})
+	}
+}

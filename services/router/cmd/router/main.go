@@ -25,8 +25,10 @@ import (
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/libs/zmtpguard"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
+	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
@@ -61,9 +63,17 @@ func run() error {
 	fs.StringVar(&kv.Bind, "kv-events-bind", "", "bind one SUB socket here (e.g. tcp://0.0.0.0:5557) that workers connect to, each naming itself in its topic (its URL, or kv@host:port@model); the other topology to --kv-events-endpoint")
 	fs.StringVar(&kv.ReplayEndpoint, "kv-events-replay-endpoint", "", "each worker's KV-event replay socket, same template (e.g. tcp://{host}:5558); without it gaps are counted, not repaired")
 	fs.DurationVar(&kv.ReplayTimeout, "kv-events-replay-timeout", 5*time.Second, "timeout of one replay request")
+	fs.Uint64Var(&kv.MaxFrameBytes, "kv-events-max-frame-bytes", zmtpguard.DefaultMaxFrame, "largest ZMTP frame a KV-event or replay peer may announce; a peer announcing more is disconnected before anything is allocated")
+	fs.Uint64Var(&kv.MaxMessageBytes, "kv-events-max-message-bytes", zmtpguard.DefaultMaxMessage, "largest KV-event message (all its frames, plus 32 bytes per frame) a peer may send")
+	fs.DurationVar(&kv.HandshakeTimeout, "kv-events-handshake-timeout", zmtpguard.DefaultHandshakeTimeout, "time a KV-event or replay peer has for its ZMTP handshake")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
 	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 64 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
+	var rc kvredis.Config
+	fs.DurationVar(&rc.Timeout, "kv-index-redis-timeout", 200*time.Millisecond, "timeout of one Redis lookup (commits and clear chunks get 4x)")
+	fs.IntVar(&rc.BreakerFailures, "kv-index-redis-breaker-failures", 5, "Redis calls failing in a row that open the breaker (lookups then use this replica's own index)")
+	fs.DurationVar(&rc.BreakerOpen, "kv-index-redis-breaker-open", 5*time.Second, "how long the open Redis breaker fails calls at once before one probe")
+	fs.IntVar(&rc.ChunkSize, "kv-index-redis-chunk", 500, "block keys one Redis script touches when clearing or resyncing a worker")
 	var tc tokenizer.Config
 	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
 	fs.IntVar(&tc.CacheEntries, "tokenize-cache-entries", 4096, "kvaware: tokenized prompts kept")
@@ -77,12 +87,21 @@ func run() error {
 	fs.DurationVar(&pc.TTFBTimeout, "ttfb-timeout", 120*time.Second, "timeout for the first response byte from a worker (504)")
 	fs.DurationVar(&pc.IdleTimeout, "idle-timeout", 60*time.Second, "longest gap between two response chunks")
 	fs.DurationVar(&pc.TotalTimeout, "request-timeout", 10*time.Minute, "timeout for a whole request")
-	fs.IntVar(&pc.MaxRetries, "max-retries", 2, "other workers to try on connect failure or 5xx/429 before the first byte")
+	fs.IntVar(&pc.MaxRetries, "max-retries", 2, "other workers to try, before the first byte, after a failure --retry-on names")
+	pc.RetryOn = proxy.DefaultRetryOn
+	fs.Func("retry-on", "failures retried on another worker, comma-separated: connect-failure (not sent), refused (429, or 503 with Retry-After), reset (connection lost after the request was sent), 5xx; none (default "+proxy.DefaultRetryOn.String()+": only what the worker cannot have run)", func(v string) error {
+		r, err := proxy.ParseRetryOn(v)
+		pc.RetryOn = r
+		return err
+	})
+	fs.IntVar(&pc.PanicPercent, "panic-threshold-percent", 50, "when fewer than this percentage of a model's workers are healthy, route to all of them (Envoy's panic mode; 0 = never)")
+	fs.DurationVar(&pc.WriteTimeout, "client-write-timeout", 60*time.Second, "timeout to write a whole non-streamed response to a client (streams: --idle-timeout per write)")
 	fs.IntVar(&pc.MaxPerWorker, "max-concurrent-per-worker", 0, "router requests in flight per worker (0 = unlimited)")
 	fs.StringVar(&pc.APIKey, "api-key", "", "require this bearer token from clients")
 	fs.IntVar(&pc.Ejection.ConsecutiveFailures, "eject-after", 3, "eject a worker after this many consecutive failures (0 = never)")
 	fs.DurationVar(&pc.Ejection.BaseDuration, "eject-base", 5*time.Second, "first ejection length (doubles per repeat)")
 	fs.DurationVar(&pc.Ejection.MaxDuration, "eject-max", 2*time.Minute, "longest ejection")
+	fs.IntVar(&pc.Ejection.MaxEjectedPercent, "eject-max-percent", 50, "most of a model's workers ejected at once, in percent (one may always be; 0 = no bound)")
 
 	var lc limiter.Config
 	fs.IntVar(&lc.MaxConcurrent, "max-concurrent-requests", 0, "requests in progress (0 = unlimited); the config file's requestLimits override")
@@ -142,7 +161,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, Tokenizer: tc,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc,
 	})
 	if err != nil {
 		return err

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -59,6 +58,9 @@ type Options struct {
 	// KVIndexRedis, when set (redis://host:port/db), keeps the kvaware index
 	// in Redis, shared by every router replica pointed at it.
 	KVIndexRedis string
+	// KVRedis tunes the Redis-shared index (timeouts, breaker, chunks);
+	// its Local, Registerer and Log are filled in here.
+	KVRedis kvredis.Config
 	// Tokenizer configures tokenization for kvaware.
 	Tokenizer tokenizer.Config
 	// Tracer for request spans; nil disables.
@@ -145,13 +147,18 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.KVWorkerMaxBlocks = kvindex.DefaultMaxWorkerBlocks
 	}
 	a.opts = o
-	a.index = kvindex.NewBounded(kvindex.Limits{MaxKeys: o.KVIndexMaxKeys, MaxWorkerBlocks: o.KVWorkerMaxBlocks})
+	local := kvindex.NewBounded(kvindex.Limits{MaxKeys: o.KVIndexMaxKeys, MaxWorkerBlocks: o.KVWorkerMaxBlocks})
+	a.index = local
 	if o.KVIndexRedis != "" {
-		ropts, err := redis.ParseURL(o.KVIndexRedis)
+		rdb, err := kvredis.NewClient(o.KVIndexRedis)
 		if err != nil {
 			return nil, fmt.Errorf("app: --kv-index-redis: %w", err)
 		}
-		a.index = kvredis.New(redis.NewClient(ropts), kvredis.Config{})
+		// The in-memory index is still fed: it answers while Redis is
+		// unavailable and rewrites workers whose batches Redis lost.
+		rc := o.KVRedis
+		rc.Local, rc.Registerer, rc.Log = local, o.Registry, o.Log.With("component", "kvredis")
+		a.index = kvredis.New(rdb, rc)
 	}
 	a.kvsubs = kvsub.New(o.KVEvents, confirming{kvStore: a.index, app: a}, o.Log.With("component", "kvevents"))
 	if a.kvsubs.Enabled() {
@@ -181,8 +188,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 
 	// Health transitions are logged by the prober and exported from the
-	// pool at scrape time, so no observer is needed.
-	a.prober = probe.New(ctx, o.Probe, nil, nil, o.Log.With("component", "probe"))
+	// pool at scrape time; the app observes restarts.
+	a.prober = probe.New(ctx, o.Probe, nil, restartObserver{a}, o.Log.With("component", "probe"))
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
 		o.Log.Info("worker added", "worker", ep.URL)
 		a.metrics.Ejections.WithLabelValues(ep.URL) // exported at 0 from the start
@@ -322,4 +329,18 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	a.prober.Wait()
 	a.kvsubs.Wait()
 	return err
+}
+
+// restartObserver drops what the router believes a restarted worker
+// caches: its KV index entries and the strategy's knowledge of it.
+type restartObserver struct{ a *App }
+
+func (restartObserver) HealthChanged(*pool.Endpoint, bool) {}
+
+func (o restartObserver) Restarted(ep *pool.Endpoint, reason string) {
+	o.a.metrics.Restarts.WithLabelValues(reason).Inc()
+	o.a.kvsubs.Restarted(ep.URL)
+	if f, ok := o.a.server.Routing().Strategy.(strategy.Forgetter); ok {
+		f.Forget(ep.URL)
+	}
 }

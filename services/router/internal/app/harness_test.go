@@ -202,12 +202,13 @@ func startRouter(t *testing.T, workers []*worker, opts ...routerOpt) *router {
 		Discovery: src,
 		Routing:   strategy.Defaults(),
 		Limits:    limiter.Config{MaxQueue: 1024},
-		Proxy:     proxy.Config{MaxRetries: 2},
+		Proxy:     proxy.Config{MaxRetries: 2, PanicPercent: 50}, // as cmd/router's flags
 		Probe:     probe.Config{HealthInterval: 50 * time.Millisecond, ScrapeInterval: 50 * time.Millisecond, Timeout: time.Second},
 	}
 	o.Proxy.Ejection.ConsecutiveFailures = 3
 	o.Proxy.Ejection.BaseDuration = 200 * time.Millisecond
 	o.Proxy.Ejection.MaxDuration = time.Second
+	o.Proxy.Ejection.MaxEjectedPercent = 50
 	for _, f := range opts {
 		f(&o)
 	}

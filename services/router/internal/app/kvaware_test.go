@@ -18,6 +18,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
@@ -232,6 +233,58 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 	}
 	if after := r.app.index.Stats().Blocks[w2.url][0]; after >= before {
 		t.Fatalf("GPU blocks %d after the restart, want fewer than the %d the old process had", after, before)
+	}
+}
+
+// TestKVAwareBindRestartDropsIndex: in the bind topology a restarted
+// worker publishes nothing until it caches something, so only its health
+// and process tell the router it restarted. Its old blocks must go at
+// once, or documents are sent to its empty cache while another worker
+// holds their prefix.
+func TestKVAwareBindRestartDropsIndex(t *testing.T) {
+	bind := freePort(t)
+	port := freePortRun(t)
+	cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://*:%d","topic":"kv@127.0.0.1:%d@%s"}`, bind, port+2, port, simModel)
+	w := startWorkerOn(t, port, "--kv-events-config", cfg)
+	r := startRouter(t, []*worker{w}, func(o *Options) {
+		o.Routing.Name = "kvaware"
+		o.KVEvents = kvsub.Config{Bind: fmt.Sprintf("tcp://127.0.0.1:%d", bind), ReplayEndpoint: "tcp://{host}:{port+2}"}
+	})
+	// The worker connects to the router's socket with a backoff, and a
+	// PUB socket drops what it publishes before then: send new documents
+	// until its blocks are indexed.
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; r.app.index.Stats().Blocks[w.url][kvindex.GPU] == 0; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's blocks were never indexed; streams %+v", r.app.kvsubs.Health())
+		}
+		doc, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
+			"prompt": strings.Repeat(fmt.Sprintf("document %d, which the worker caches. ", i), 40)})
+		sendAll(t, r.url+"/v1/completions", []string{string(doc)})
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	w.kill()
+	w2 := startWorkerOn(t, port, "--kv-events-config", cfg)
+	ep := r.app.Pool().Get(w2.url)
+	waitUntil(t, 20*time.Second, "the router to see the new process healthy", ep.Available)
+	waitUntil(t, 5*time.Second, "the old process's blocks to be dropped", func() bool {
+		return r.app.index.Stats().Blocks[w2.url][kvindex.GPU] == 0
+	})
+	if got := scrape(t, r.url+"/metrics", "warmpath_router_worker_restarts_total"); got < 1 {
+		t.Errorf("worker_restarts_total = %v, want ≥ 1", got)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after within.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -430,13 +430,7 @@ func TestConfigReload(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, "a condition", cond)
 }
 
 func TestPromtoolCheckMetrics(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/zmtpguard"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
@@ -53,6 +54,13 @@ type Config struct {
 	// RetryInterval is the first wait before dialing a worker again
 	// (1s, doubling to 30s).
 	RetryInterval time.Duration
+	// MaxFrameBytes bounds one ZMTP frame a peer may announce on any event
+	// or replay connection (zmtpguard.DefaultMaxFrame, 4 MiB);
+	// MaxMessageBytes one multipart message (16 MiB). A peer announcing
+	// more is disconnected before anything is allocated.
+	MaxFrameBytes, MaxMessageBytes uint64
+	// HandshakeTimeout bounds a peer's ZMTP handshake (10s).
+	HandshakeTimeout time.Duration
 }
 
 // Worker is what the subscriber needs to know about a worker.
@@ -79,9 +87,29 @@ type Manager struct {
 	subs map[string]*subscription
 	// unknownTopic counts bind-topology messages naming no known worker.
 	unknownTopic atomic.Uint64
+	// bound is the bind topology's listening address, once listening.
+	bound atomic.Pointer[net.Addr]
+	// scheme is the zmq4 transport every tcp:// endpoint goes through: TCP
+	// behind zmtpguard's limits.
+	scheme string
+	guard  guardStats
 }
 
+// guardStats counts connections zmtpguard failed and rate-limits the
+// warnings about them: a hostile peer reconnecting in a loop must not
+// flood the log.
+type guardStats struct {
+	oversizeFrames, oversizeMessages, handshakeTimeouts atomic.Uint64
+	lastWarn                                            atomic.Int64 // unix nanoseconds
+	suppressed                                          atomic.Uint64
+}
+
+// guardWarnEvery is the least time between two warnings about rejected
+// peers; the ones in between are counted in the next warning.
+const guardWarnEvery = 10 * time.Second
+
 type subscription struct {
+	url      string // the worker's base URL
 	cancel   context.CancelFunc
 	done     chan struct{}
 	counters *kvindex.Counters
@@ -90,6 +118,35 @@ type subscription struct {
 	// used only by the listener goroutine.
 	worker Worker
 	feed   *kvindex.Feed
+	// restarted is set by Restarted and taken by the goroutine feeding
+	// the worker, which restarts its feed before the next message.
+	restarted atomic.Bool
+	// rejectsLogged and rejectLogAt rate-limit the warning about events
+	// the index rejected; only the goroutine feeding the worker uses them.
+	rejectsLogged uint64
+	rejectLogAt   time.Time
+}
+
+// rejectWarnEvery is the least time between two warnings about one
+// worker's rejected events.
+const rejectWarnEvery = 10 * time.Second
+
+// noteRejections warns, at most every rejectWarnEvery per worker, when
+// the index rejected events since the last warning: an operator whose
+// kvaware routing finds nothing must be able to see why in the log, not
+// only in a counter.
+func (m *Manager) noteRejections(s *subscription, now time.Time) {
+	n := s.counters.Rejected()
+	if n == s.rejectsLogged || now.Sub(s.rejectLogAt) < rejectWarnEvery {
+		return
+	}
+	r := s.counters.LastRejection()
+	args := []any{"worker", s.url, "rejected", n - s.rejectsLogged, "total", n}
+	if r != nil {
+		args = append(args, "reason", r.Reason, "detail", r.Detail)
+	}
+	m.log.Warn("kv events: events rejected; these blocks are not indexed", args...)
+	s.rejectsLogged, s.rejectLogAt = n, now
 }
 
 // connState records whether a subscription is connected, for
@@ -112,7 +169,55 @@ func New(cfg Config, idx Store, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, idx: idx, log: log, subs: map[string]*subscription{}}
+	m := &Manager{cfg: cfg, idx: idx, log: log, subs: map[string]*subscription{}, scheme: "tcp"}
+	scheme, err := zmtpguard.Register(zmtpguard.Limits{
+		MaxFrame: cfg.MaxFrameBytes, MaxMessage: cfg.MaxMessageBytes, HandshakeTimeout: cfg.HandshakeTimeout,
+	}, m.rejected)
+	if err != nil {
+		// Only a duplicate name fails, and Register numbers its names.
+		log.Error("kv events: no frame-size guard; peers can announce frames of any size", "err", err)
+	} else {
+		m.scheme = scheme
+	}
+	return m
+}
+
+// rejected counts and logs a connection zmtpguard failed.
+func (m *Manager) rejected(r zmtpguard.Rejection) {
+	var le *zmtpguard.LimitError
+	switch {
+	case errors.As(r.Err, &le) && le.What == "message":
+		m.guard.oversizeMessages.Add(1)
+	case le != nil:
+		m.guard.oversizeFrames.Add(1)
+	default:
+		m.guard.handshakeTimeouts.Add(1)
+	}
+	now, last := time.Now().UnixNano(), m.guard.lastWarn.Load()
+	if now-last < int64(guardWarnEvery) || !m.guard.lastWarn.CompareAndSwap(last, now) {
+		m.guard.suppressed.Add(1)
+		return
+	}
+	peer := ""
+	if r.Peer != nil {
+		peer = r.Peer.String()
+	}
+	m.log.Warn("kv events: dropped a peer's connection", "peer", peer, "err", r.Err,
+		"alsoDroppedSinceLastWarning", m.guard.suppressed.Swap(0))
+}
+
+// GuardStats are the connections the frame-size guard dropped.
+type GuardStats struct {
+	OversizeFrames, OversizeMessages, HandshakeTimeouts uint64
+}
+
+// GuardStats returns the connections dropped so far for breaking a limit.
+func (m *Manager) GuardStats() GuardStats {
+	return GuardStats{
+		OversizeFrames:    m.guard.oversizeFrames.Load(),
+		OversizeMessages:  m.guard.oversizeMessages.Load(),
+		HandshakeTimeouts: m.guard.handshakeTimeouts.Load(),
+	}
 }
 
 // Enabled reports whether workers are subscribed to.
@@ -129,7 +234,7 @@ func (m *Manager) Start(ctx context.Context, workerURL string, w Worker) {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &subscription{cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}, worker: w}
+	s := &subscription{url: workerURL, cancel: cancel, done: make(chan struct{}), counters: &kvindex.Counters{}, conn: &connState{}, worker: w}
 	m.subs[workerURL] = s
 	if m.cfg.Bind != "" {
 		close(s.done) // the listener feeds it
@@ -157,6 +262,26 @@ func (m *Manager) Stop(workerURL string) {
 	}
 }
 
+// Restarted drops what the index holds for a worker that restarted (its
+// health went down and came back, or its process is new), at once: in the
+// bind topology a restarted worker may publish nothing for a long time,
+// and until then the router would credit an empty cache. The worker's
+// next message starts its stream afresh.
+func (m *Manager) Restarted(workerURL string) {
+	if !m.Enabled() {
+		return
+	}
+	m.mu.Lock()
+	s, ok := m.subs[workerURL]
+	m.mu.Unlock()
+	if ok {
+		s.restarted.Store(true)
+	}
+	if err := m.idx.Forget(workerURL); err != nil {
+		m.log.Warn("kv events: could not drop a restarted worker's blocks", "worker", workerURL, "err", err)
+	}
+}
+
 // Wait waits for every subscription to end (after their context ended).
 func (m *Manager) Wait() {
 	m.mu.Lock()
@@ -181,6 +306,10 @@ type Health struct {
 	Lost      uint64    `json:"lostBatches"`
 	Restarts  uint64    `json:"restarts"`
 	Errors    uint64    `json:"decodeErrors"`
+	// Rejected counts BlockStored events the index could not take;
+	// LastRejection says why the latest was refused.
+	Rejected      uint64             `json:"rejectedEvents"`
+	LastRejection *kvindex.Rejection `json:"lastRejection,omitempty"`
 }
 
 // Health returns each subscribed worker's stream state.
@@ -195,6 +324,7 @@ func (m *Manager) Health() map[string]Health {
 		c := s.counters
 		h.Events, h.Gaps, h.Replays, h.Lost = c.Events.Load(), c.Gaps.Load(), c.Replays.Load(), c.Lost.Load()
 		h.Restarts, h.Errors = c.Restarts.Load(), c.DecodeErrors.Load()
+		h.Rejected, h.LastRejection = c.Rejected(), c.LastRejection()
 		out[u] = h
 	}
 	return out
@@ -225,7 +355,7 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 			log.Error("kv events: bad replay endpoint template", "err", err)
 			return
 		}
-		replay = replayer{endpoint: re, timeout: m.cfg.ReplayTimeout}
+		replay = replayer{endpoint: zmtpguard.Endpoint(m.scheme, re), timeout: m.cfg.ReplayTimeout}
 	}
 	// Keys are seeded by the model, known once the worker was probed.
 	var model string
@@ -243,7 +373,7 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 	feed := kvindex.NewFeed(kvindex.NewWorker(m.idx, workerURL, model, s.counters), replay)
 	wait := m.cfg.RetryInterval
 	for ctx.Err() == nil {
-		err := m.subscribe(ctx, endpoint, feed, s.conn, log)
+		err := m.subscribe(ctx, endpoint, feed, s, log)
 		s.conn.set(false, err)
 		if ctx.Err() != nil {
 			return
@@ -269,9 +399,11 @@ func (c *connState) set(connected bool, err error) {
 
 // subscribe dials endpoint and feeds messages until the socket fails or
 // ctx ends.
-func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.Feed, conn *connState, log *slog.Logger) error {
+func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.Feed, s *subscription, log *slog.Logger) error {
+	conn := s.conn
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	guarded := zmtpguard.Endpoint(m.scheme, endpoint)
 	sub := zmq4.NewSub(sctx, zmq4.WithLogger(quiet()), zmq4.WithAutomaticReconnect(true),
 		zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(4))
 	defer sub.Close()
@@ -286,7 +418,7 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 				dialed <- fmt.Errorf("dial panicked: %v", v)
 			}
 		}()
-		dialed <- sub.Dial(endpoint)
+		dialed <- sub.Dial(guarded)
 	}()
 	select {
 	case err := <-dialed:
@@ -299,7 +431,11 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 	conn.set(true, nil)
 	log.Info("kv events: subscribed", "endpoint", endpoint)
 	// Catch up on what happened before this subscription; live messages
-	// received meanwhile wait in the socket.
+	// received meanwhile wait in the socket. After a restart the index
+	// was cleared, so catch up from the start.
+	if s.restarted.Swap(false) {
+		feed.Restart()
+	}
 	if err := feed.Sync(ctx); err != nil {
 		log.Warn("kv events: catching up through replay failed; some blocks are not indexed", "err", err)
 	}
@@ -324,9 +460,13 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 		conn.mu.Lock()
 		conn.lastEvent = time.Now()
 		conn.mu.Unlock()
+		if s.restarted.Swap(false) {
+			feed.Restart()
+		}
 		if err := feed.Handle(ctx, mm); err != nil {
 			log.Warn("kv events: replay failed; some blocks are not indexed", "err", err)
 		}
+		m.noteRejections(s, time.Now())
 	}
 }
 
@@ -341,8 +481,11 @@ func (m *Manager) Listen(ctx context.Context) error {
 	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
 		return fmt.Errorf("kvsub: subscribe: %w", err)
 	}
-	if err := sub.Listen(m.cfg.Bind); err != nil {
+	if err := sub.Listen(zmtpguard.Endpoint(m.scheme, m.cfg.Bind)); err != nil {
 		return fmt.Errorf("kvsub: listen %s: %w", m.cfg.Bind, err)
+	}
+	if a := sub.Addr(); a != nil {
+		m.bound.Store(&a)
 	}
 	m.log.Info("kv events: listening", "addr", m.cfg.Bind)
 	for {
@@ -350,11 +493,13 @@ func (m *Manager) Listen(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, io.EOF) {
-			continue // one worker went away; the others stay connected
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("kvsub: receive: %w", err) // the socket itself closed
 		}
 		if err != nil {
-			return fmt.Errorf("kvsub: receive: %w", err)
+			// Any other error is one connection's (a worker went away, the
+			// guard dropped a hostile peer); the others stay connected.
+			continue
 		}
 		mm, err := kvevents.ParseMessage(msg.Frames)
 		if err != nil {
@@ -366,6 +511,9 @@ func (m *Manager) Listen(ctx context.Context) error {
 			m.unknownTopic.Add(1)
 			continue
 		}
+		if s.restarted.Swap(false) && s.feed != nil {
+			s.feed.Restart()
+		}
 		if s.feed == nil {
 			ms := s.worker.Models()
 			if len(ms) == 0 {
@@ -374,7 +522,7 @@ func (m *Manager) Listen(ctx context.Context) error {
 			var replay kvindex.Replayer
 			if m.cfg.ReplayEndpoint != "" {
 				if re, err := Expand(m.cfg.ReplayEndpoint, url); err == nil {
-					replay = replayer{endpoint: re, timeout: m.cfg.ReplayTimeout}
+					replay = replayer{endpoint: zmtpguard.Endpoint(m.scheme, re), timeout: m.cfg.ReplayTimeout}
 				}
 			}
 			s.feed = kvindex.NewFeed(kvindex.NewWorker(m.idx, url, ms[0], s.counters), replay)
@@ -386,7 +534,17 @@ func (m *Manager) Listen(ctx context.Context) error {
 		if err := s.feed.Handle(ctx, mm); err != nil {
 			m.log.Warn("kv events: replay failed; some blocks are not indexed", "worker", url, "err", err)
 		}
+		m.noteRejections(s, time.Now())
 	}
+}
+
+// BindAddr is the address the bind topology's SUB socket listens on (with
+// the real port when Bind asked for port 0), or nil before Listen bound it.
+func (m *Manager) BindAddr() net.Addr {
+	if a := m.bound.Load(); a != nil {
+		return *a
+	}
+	return nil
 }
 
 // byTopic finds the worker a bind-topology topic names.

@@ -29,6 +29,10 @@ var (
 		"Block keys dropped from the index for space.", nil, nil)
 	unknownTopicDesc = prometheus.NewDesc("warmpath_router_kv_unknown_topic_messages_total",
 		"Messages on the router's own SUB socket (bind topology) whose topic names no known worker, or that are not event messages.", nil, nil)
+	oversizeDesc = prometheus.NewDesc("warmpath_router_kv_events_oversize_frames_total",
+		"KV-event and replay connections dropped because the peer announced a frame or message over --kv-events-max-frame-bytes or --kv-events-max-message-bytes, by limit (frame, message).", []string{"limit"}, nil)
+	handshakeTimeoutsDesc = prometheus.NewDesc("warmpath_router_kv_events_handshake_timeouts_total",
+		"KV-event and replay connections dropped because the peer did not finish its ZMTP handshake within --kv-events-handshake-timeout.", nil, nil)
 	connectedDesc = prometheus.NewDesc("warmpath_router_kv_subscribed",
 		"1 while the router is connected to the worker's event stream.", []string{"worker"}, nil)
 )
@@ -44,7 +48,7 @@ func NewCollector(m *Manager, idx Store) *Collector { return &Collector{m: m, id
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc} {
+	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc, oversizeDesc, handshakeTimeoutsDesc} {
 		ch <- d
 	}
 }
@@ -83,4 +87,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(capDesc, prometheus.GaugeValue, float64(st.MaxKeys))
 	counter(evictedDesc, st.Evicted)
 	counter(unknownTopicDesc, c.m.UnknownTopics())
+	g := c.m.GuardStats()
+	counter(oversizeDesc, g.OversizeFrames, "frame")
+	counter(oversizeDesc, g.OversizeMessages, "message")
+	counter(handshakeTimeoutsDesc, g.HandshakeTimeouts)
 }

@@ -25,8 +25,16 @@ type Metrics struct {
 	Retries          *prometheus.CounterVec   // reason
 	Rejections       *prometheus.CounterVec   // reason
 	Ejections        *prometheus.CounterVec   // worker
+	Restarts         *prometheus.CounterVec   // reason
 	ConfigReloads    *prometheus.CounterVec   // result
 	Tokenize         *prometheus.CounterVec   // result
+	// PanicRouted counts requests routed to every worker of their model
+	// because too few were healthy (proxy.Config.PanicPercent).
+	PanicRouted prometheus.Counter
+	// RequestFaults counts requests that failed on every one of two or
+	// more workers they reached; those failures were not counted toward
+	// ejecting the workers.
+	RequestFaults prometheus.Counter
 }
 
 // Reasons used as label values.
@@ -40,8 +48,8 @@ const (
 	ReasonUnauthorized  = "unauthorized"   // router API key mismatch
 	ReasonConnectError  = "connect_error"  // retry: dial failed
 	ReasonUpstream5xx   = "upstream_5xx"   // retry: worker answered 5xx
-	ReasonUpstream429   = "upstream_429"   // retry: worker over capacity
-	ReasonUpstreamError = "upstream_error" // retry: other transport error
+	ReasonRefused       = "refused"        // retry: worker answered 429, or 503 with Retry-After
+	ReasonUpstreamReset = "upstream_reset" // retry: connection lost after the request was sent
 )
 
 // New registers the metrics on reg. queue reports active and queued
@@ -76,7 +84,7 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 		}, []string{"strategy"}),
 		Retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_retries_total",
-			Help: "Requests retried on another worker before any byte reached the client, by reason (connect_error, upstream_5xx, upstream_429, upstream_error).",
+			Help: "Requests retried on another worker before any byte reached the client, by reason (connect_error, refused, upstream_reset, upstream_5xx; which are retried is --retry-on).",
 		}, []string{"reason"}),
 		Rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_rejections_total",
@@ -86,6 +94,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_ejections_total",
 			Help: "Passive outlier ejections of a worker after consecutive failures.",
 		}, []string{"worker"}),
+		Restarts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_worker_restarts_total",
+			Help: "Worker restarts the router noticed (health_returned, process_start_changed); each drops what the router believed the worker cached.",
+		}, []string{"reason"}),
 		ConfigReloads: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_config_reloads_total",
 			Help: "Routing configuration reloads by result (success, error).",
@@ -94,12 +106,23 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_tokenize_total",
 			Help: "Prompt tokenizations for kvaware by result (cached, tokenized, error: routed by prefixaware instead).",
 		}, []string{"result"}),
+		PanicRouted: f.NewCounter(prometheus.CounterOpts{
+			Name: "warmpath_router_panic_routed_requests_total",
+			Help: "Requests routed to every worker of their model, healthy or not, because fewer than the panic threshold were available.",
+		}),
+		RequestFaults: f.NewCounter(prometheus.CounterOpts{
+			Name: "warmpath_router_request_faults_total",
+			Help: "Requests that failed on every one of two or more workers they reached; the request, not the workers, was held at fault (no ejection counted).",
+		}),
 	}
 	reg.MustRegister(&poolCollector{pool: p, queue: queue})
 	// Known label values start at zero, so dashboards and alerts see a
 	// series (and a rate of 0) before the first retry or rejection.
-	for _, r := range []string{ReasonConnectError, ReasonUpstream5xx, ReasonUpstream429, ReasonUpstreamError} {
+	for _, r := range []string{ReasonConnectError, ReasonRefused, ReasonUpstreamReset, ReasonUpstream5xx} {
 		m.Retries.WithLabelValues(r)
+	}
+	for _, r := range []string{"health_returned", "process_start_changed"} {
+		m.Restarts.WithLabelValues(r)
 	}
 	for _, r := range []string{ReasonOverflow, ReasonQueueTimeout, ReasonNoWorker, ReasonUnknownModel, ReasonBodyTooLarge, ReasonBadRequest, ReasonUnauthorized} {
 		m.Rejections.WithLabelValues(r)

@@ -24,7 +24,10 @@ type Stats struct {
 	InFlightAtScrape        int
 	KVCacheUsage            float64
 	BlockSize, NumGPUBlocks int
-	ScrapedAt               time.Time
+	// ProcessStart is the worker's process_start_time_seconds (0 when it
+	// exports none): a change means a new process with an empty cache.
+	ProcessStart float64
+	ScrapedAt    time.Time
 }
 
 // Ejection configures passive outlier ejection.
@@ -35,6 +38,11 @@ type Ejection struct {
 	// BaseDuration is the first ejection's length; each further ejection
 	// without a success in between doubles it, up to MaxDuration.
 	BaseDuration, MaxDuration time.Duration
+	// MaxEjectedPercent bounds the share of a model's workers ejected at
+	// once; one may always be, as in Envoy (max_ejection_percent). A
+	// request that trips every worker cannot take the whole fleet out.
+	// 0 means no bound.
+	MaxEjectedPercent int
 }
 
 // Endpoint is one worker. Its methods are safe for concurrent use; an
@@ -156,15 +164,23 @@ func (e *Endpoint) RecordSuccess() {
 
 // RecordFailure counts a failed request and reports whether it ejected the
 // endpoint. An ejected endpoint returns only after its ejection time has
-// passed and an active health check succeeds.
+// passed and an active health check succeeds. It ejects regardless of
+// how many others are out: Pool.RecordFailure applies the bound.
 func (e *Endpoint) RecordFailure(cfg Ejection, now time.Time) bool {
+	return e.recordFailure(cfg, now, func() bool { return true })
+}
+
+// recordFailure is RecordFailure asking allowed before it ejects. A
+// failure that would eject but is not allowed keeps the streak, so the
+// next failure tries again once others have come back.
+func (e *Endpoint) recordFailure(cfg Ejection, now time.Time, allowed func() bool) bool {
 	if cfg.ConsecutiveFailures <= 0 {
 		return false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.failures++
-	if e.failures < cfg.ConsecutiveFailures || !e.ejectedUntil.IsZero() {
+	if e.failures < cfg.ConsecutiveFailures || !e.ejectedUntil.IsZero() || !allowed() {
 		return false
 	}
 	d := cfg.BaseDuration << min(e.ejections, 16)
@@ -225,6 +241,10 @@ func (e *Endpoint) Serves(model string) bool {
 
 // Pool is the set of endpoints, keyed by URL. It is safe for concurrent use.
 type Pool struct {
+	// ejectMu makes counting the ejected endpoints and ejecting one a
+	// single step, so concurrent failures cannot pass the bound together.
+	ejectMu sync.Mutex
+
 	mu   sync.RWMutex
 	eps  map[string]*Endpoint
 	list []*Endpoint // sorted by URL; replaced, never mutated
@@ -291,4 +311,47 @@ func (p *Pool) Get(url string) *Endpoint {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	return p.eps[url]
+}
+
+// RecordFailure counts a failed request at ep and reports whether it
+// ejected ep. Ejection is refused while it would take more than
+// cfg.MaxEjectedPercent of the workers of any model ep serves out at once
+// (at least one may always be out).
+func (p *Pool) RecordFailure(ep *Endpoint, cfg Ejection, now time.Time) bool {
+	if cfg.MaxEjectedPercent <= 0 {
+		return ep.RecordFailure(cfg, now)
+	}
+	p.ejectMu.Lock()
+	defer p.ejectMu.Unlock()
+	return ep.recordFailure(cfg, now, func() bool { return p.mayEject(ep, cfg.MaxEjectedPercent) })
+}
+
+// mayEject reports whether ejecting ep keeps every model it serves within
+// maxPercent of its workers ejected. A worker whose models are unknown is
+// counted against the whole pool.
+func (p *Pool) mayEject(ep *Endpoint, maxPercent int) bool {
+	all := p.All()
+	models := ep.Models()
+	share := func(serves func(*Endpoint) bool) bool {
+		n, out := 0, 1 // ep itself, about to go out
+		for _, o := range all {
+			if !serves(o) {
+				continue
+			}
+			n++
+			if o != ep && o.Ejected() {
+				out++
+			}
+		}
+		return out <= max(1, n*maxPercent/100)
+	}
+	if len(models) == 0 {
+		return share(func(*Endpoint) bool { return true })
+	}
+	for _, m := range models {
+		if !share(func(o *Endpoint) bool { return o == ep || o.Serves(m) }) {
+			return false
+		}
+	}
+	return true
 }

@@ -127,3 +127,63 @@ func TestPendingPrefill(t *testing.T) {
 		t.Fatalf("after both: pending %d, want 0", got)
 	}
 }
+
+// TestEjectionShare: failures at every worker eject at most the configured
+// share of a model's workers (at least one), and a worker of another
+// model is bounded by its own model's fleet.
+func TestEjectionShare(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		name        string
+		workers     int
+		maxPercent  int
+		wantEjected int
+	}{
+		{"half of three", 3, 50, 1},
+		{"half of four", 4, 50, 2},
+		{"one of one", 1, 50, 1},
+		{"ten percent of five still one", 5, 10, 1},
+		{"no bound", 3, 0, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Ejection{ConsecutiveFailures: 1, BaseDuration: time.Minute, MaxEjectedPercent: tt.maxPercent}
+			p := New()
+			var targets []discovery.Target
+			for i := range tt.workers {
+				targets = append(targets, discovery.Target{URL: "http://w" + string(rune('a'+i))})
+			}
+			targets = append(targets, discovery.Target{URL: "http://other"})
+			p.Update(targets)
+			for _, ep := range p.All() {
+				ep.SetHealthy(true, now)
+				if ep.URL == "http://other" {
+					ep.SetModels([]string{"m2"})
+				} else {
+					ep.SetModels([]string{"m"})
+				}
+			}
+			// Every worker of m fails, twice over.
+			for range 2 {
+				for _, ep := range p.All() {
+					if ep.URL != "http://other" {
+						p.RecordFailure(ep, cfg, now)
+					}
+				}
+			}
+			ejected := 0
+			for _, ep := range p.All() {
+				if ep.URL != "http://other" && ep.Ejected() {
+					ejected++
+				}
+			}
+			if ejected != tt.wantEjected {
+				t.Fatalf("%d of %d workers ejected, want %d", ejected, tt.workers, tt.wantEjected)
+			}
+			// m's ejections do not count against m2's lone worker.
+			if !p.RecordFailure(p.Get("http://other"), cfg, now) {
+				t.Fatal("the only worker of another model was not ejected")
+			}
+		})
+	}
+}

@@ -1,8 +1,9 @@
 // Package probe watches each worker actively: it checks GET /health, reads
 // the served models from GET /v1/models and scrapes GET /metrics for load
 // (vllm:num_requests_running, vllm:num_requests_waiting,
-// vllm:kv_cache_usage_perc) and cache geometry (vllm:cache_config_info),
-// writing the results into the endpoint's live state.
+// vllm:kv_cache_usage_perc), cache geometry (vllm:cache_config_info) and
+// process start time, writing the results into the endpoint's live state
+// and telling its Observer when a worker restarted.
 package probe
 
 import (
@@ -53,10 +54,21 @@ func (c *Config) defaults() {
 	}
 }
 
-// Observer is told about health transitions (metrics, logs).
+// Observer is told about health transitions (metrics, logs) and about
+// workers that restarted.
 type Observer interface {
 	HealthChanged(ep *pool.Endpoint, healthy bool)
+	// Restarted is called when the worker's process is new, or may be:
+	// its health went down and came back, or its process start time
+	// changed. Whatever the router believes the worker caches is gone.
+	Restarted(ep *pool.Endpoint, reason string)
 }
+
+// Restart reasons passed to Observer.Restarted.
+const (
+	RestartHealthReturned = "health_returned"
+	RestartProcessStart   = "process_start_changed"
+)
 
 // Prober runs one probing goroutine per endpoint.
 type Prober struct {
@@ -122,8 +134,17 @@ func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
 	scrape := time.NewTicker(p.cfg.ScrapeInterval)
 	defer scrape.Stop()
 	var lastModels time.Time
+	// wasUp says a check passed before: a later recovery from a failed
+	// check is then a worker that may have restarted.
+	wasUp := false
+	var started float64 // process_start_time_seconds last scraped
 	check := func() {
+		was := ep.Healthy()
 		ok := p.checkHealth(ctx, ep)
+		if ok && !was && wasUp {
+			p.restarted(ep, RestartHealthReturned)
+		}
+		wasUp = wasUp || ok
 		if ok && (ep.Models() == nil || time.Since(lastModels) >= p.cfg.ModelsInterval) {
 			if err := p.fetchModels(ctx, ep); err != nil {
 				p.log.Warn("fetch models", "endpoint", ep.URL, "err", err)
@@ -132,8 +153,18 @@ func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
 			}
 		}
 	}
+	scrapeNow := func() {
+		st, ok := p.scrape(ctx, ep)
+		if !ok || st.ProcessStart == 0 {
+			return
+		}
+		if started != 0 && st.ProcessStart != started {
+			p.restarted(ep, RestartProcessStart)
+		}
+		started = st.ProcessStart
+	}
 	check()
-	p.scrape(ctx, ep)
+	scrapeNow()
 	for {
 		select {
 		case <-ctx.Done():
@@ -141,8 +172,15 @@ func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
 		case <-health.C:
 			check()
 		case <-scrape.C:
-			p.scrape(ctx, ep)
+			scrapeNow()
 		}
+	}
+}
+
+func (p *Prober) restarted(ep *pool.Endpoint, reason string) {
+	p.log.Warn("worker restarted; dropping what the router believed it cached", "endpoint", ep.URL, "reason", reason)
+	if p.obs != nil {
+		p.obs.Restarted(ep, reason)
 	}
 }
 
@@ -209,21 +247,23 @@ func (p *Prober) fetchModels(ctx context.Context, ep *pool.Endpoint) error {
 	return nil
 }
 
-func (p *Prober) scrape(ctx context.Context, ep *pool.Endpoint) {
+// scrape reads the worker's load into ep; ok is false when it could not.
+func (p *Prober) scrape(ctx context.Context, ep *pool.Endpoint) (s pool.Stats, ok bool) {
 	body, err := p.get(ctx, ep.URL+"/metrics")
 	inflight := ep.InFlight()
 	if err != nil {
 		p.log.Debug("scrape", "endpoint", ep.URL, "err", err)
-		return
+		return s, false
 	}
-	s, err := ParseMetrics(body)
+	s, err = ParseMetrics(body)
 	if err != nil {
 		p.log.Warn("parse worker metrics", "endpoint", ep.URL, "err", err)
-		return
+		return s, false
 	}
 	s.ScrapedAt = time.Now()
 	s.InFlightAtScrape = inflight
 	ep.SetStats(s)
+	return s, true
 }
 
 // ParseMetrics extracts load and cache geometry from a worker's Prometheus
@@ -243,6 +283,9 @@ func ParseMetrics(body []byte) (pool.Stats, error) {
 	} else {
 		s.KVCacheUsage = maxValue(fams["vllm:gpu_cache_usage_perc"]) // before vLLM 0.10
 	}
+	// Python's and Go's Prometheus clients both export it; vLLM's
+	// multiprocess mode does not (then restarts show only through health).
+	s.ProcessStart = maxValue(fams["process_start_time_seconds"])
 	if f := fams["vllm:cache_config_info"]; f != nil {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {

@@ -1,7 +1,18 @@
 package probe
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/warmpath/warmpath/services/router/internal/pool"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -40,4 +51,87 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = ParseMetrics(b)
 	})
+}
+
+// restarts records Observer.Restarted calls.
+type restarts struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (r *restarts) HealthChanged(*pool.Endpoint, bool) {}
+
+func (r *restarts) Restarted(_ *pool.Endpoint, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, reason)
+}
+
+func (r *restarts) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reasons)
+}
+
+// TestRestartDetected: a worker whose health check fails and passes again,
+// or whose process start time changes, is reported restarted; its first
+// passing check and steady scrapes are not.
+func TestRestartDetected(t *testing.T) {
+	var up atomic.Bool
+	var start atomic.Int64
+	up.Store(true)
+	start.Store(1000)
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/health":
+			if !up.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		case "/v1/models":
+			_, _ = io.WriteString(w, `{"data":[{"id":"m"}]}`)
+		case "/metrics":
+			fmt.Fprintf(w, "process_start_time_seconds %d\n", start.Load())
+		}
+	}))
+	defer worker.Close()
+	obs := &restarts{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := New(ctx, Config{HealthInterval: 10 * time.Millisecond, ScrapeInterval: 10 * time.Millisecond}, nil, obs, nil)
+	ep := pool.NewEndpoint(worker.URL, "")
+	p.Start(ep)
+	defer func() { cancel(); p.Wait() }()
+
+	waitFor(t, "the first scrape", func() bool { return ep.Stats().ProcessStart == 1000 })
+	// Steady for a few more rounds of checks and scrapes: no restart.
+	scraped := ep.Stats().ScrapedAt
+	waitFor(t, "two more scrapes", func() bool { return ep.Stats().ScrapedAt.After(scraped.Add(15 * time.Millisecond)) })
+	if got := obs.got(); len(got) != 0 {
+		t.Fatalf("restarts %v on a steady worker", got)
+	}
+
+	start.Store(2000)
+	waitFor(t, "a restart on a new process start time", func() bool { return len(obs.got()) == 1 })
+	if got := obs.got()[0]; got != RestartProcessStart {
+		t.Fatalf("reason %q, want %q", got, RestartProcessStart)
+	}
+
+	up.Store(false)
+	waitFor(t, "the failed check", func() bool { return !ep.Healthy() })
+	up.Store(true)
+	waitFor(t, "a restart on health returning", func() bool { return len(obs.got()) == 2 })
+	if got := obs.got()[1]; got != RestartHealthReturned {
+		t.Fatalf("reason %q, want %q", got, RestartHealthReturned)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

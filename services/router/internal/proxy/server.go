@@ -57,9 +57,20 @@ type Config struct {
 	// before the router starts watching the client connection for a
 	// disconnect (watch.go).
 	DisconnectCheckDelay time.Duration
-	// MaxRetries is how many other workers are tried after a connect
-	// failure or a 5xx/429 answer, before any byte reached the client.
+	// MaxRetries is how many other workers are tried after a failure that
+	// RetryOn names, before any byte reached the client.
 	MaxRetries int
+	// RetryOn names the failures retried on another worker (retry.go);
+	// nil means DefaultRetryOn, an empty set retries nothing.
+	RetryOn RetryOn
+	// PanicPercent: when fewer than this percentage of a model's workers
+	// are available (healthy and not ejected), its requests go to all of
+	// them, as Envoy's healthy_panic_threshold does; 0 never panics.
+	PanicPercent int
+	// WriteTimeout bounds writing a whole non-streamed response to the
+	// client, so a client that stops reading cannot hold a connection;
+	// streamed responses are bounded per write by IdleTimeout instead.
+	WriteTimeout time.Duration
 	// MaxPerWorker bounds the router's concurrent requests at one worker;
 	// 0 means unlimited.
 	MaxPerWorker int
@@ -88,6 +99,12 @@ func (c *Config) Defaults() {
 	}
 	if c.TotalTimeout <= 0 {
 		c.TotalTimeout = 10 * time.Minute
+	}
+	if c.RetryOn == nil {
+		c.RetryOn = DefaultRetryOn
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
 	}
 	if c.DisconnectCheckDelay <= 0 {
 		c.DisconnectCheckDelay = 20 * time.Millisecond
@@ -171,11 +188,13 @@ func New(cfg Config, p *pool.Pool, lim *limiter.Limiter, m *metrics.Metrics, tra
 		ErrorHandler: s.requestError,
 		Name:         "warmpath-router",
 		// A request (headers and body) must arrive within ReadTimeout; a
-		// kept-alive connection may then idle for IdleTimeout. Responses
-		// have no write timeout: streams last as long as generation does,
-		// bounded per write by the body stream (stream.go).
+		// kept-alive connection may then idle for IdleTimeout. A response
+		// must be written within WriteTimeout; a stream, which lasts as
+		// long as generation does, moves that deadline on before each
+		// write instead (stream.go).
 		ReadTimeout:           60 * time.Second,
 		IdleTimeout:           120 * time.Second,
+		WriteTimeout:          cfg.WriteTimeout,
 		MaxRequestBodySize:    int(min(cfg.MaxBodyBytes, math.MaxInt32)),
 		Concurrency:           cfg.MaxConnections,
 		ReadBufferSize:        16 << 10,

@@ -6,9 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
-	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/upstream"
 )
@@ -66,7 +66,8 @@ func (b *bodyStream) Read(p []byte) (int, error) {
 }
 
 // CloseWithError is called by fasthttp once, when it stops reading: werr
-// is nil after a complete response, else why it stopped.
+// is nil after a complete response, else why it stopped. It settles the
+// exchange, judging the worker by how its stream ended.
 func (b *bodyStream) CloseWithError(werr error) error {
 	if b.closed {
 		return nil
@@ -76,18 +77,15 @@ func (b *bodyStream) CloseWithError(werr error) error {
 	if b.conn != nil {
 		_ = b.conn.SetWriteDeadline(time.Time{})
 	}
-	code := metrics.Code(b.status)
+	o := outcome{status: b.status, worker: b.ep.URL}
+	t := &x.tries[len(x.tries)-1]
 	switch {
 	case werr == nil && b.err == nil:
-		if b.status < 500 {
-			b.ep.RecordSuccess()
-		} else {
-			s.recordFailure(b.ep)
-		}
+		t.ok = b.status < 500
 	case b.err == nil && !b.eof:
 		// The client went away (or stopped reading): not the worker's
 		// fault. Closing the worker connection below stops its work.
-		code = "499"
+		o.status, t.failure = statusClientGone, ""
 		x.log().Info("client disconnected", "worker", b.ep.URL, "bytes", b.written, "err", werr)
 	default:
 		// The worker stalled, broke or ended short mid-stream; the status
@@ -97,21 +95,20 @@ func (b *bodyStream) CloseWithError(werr error) error {
 			err = werr
 		}
 		timedOut := errors.Is(err, upstream.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
-		s.recordFailure(b.ep)
+		t.broken = true
 		x.log().Warn("upstream stream broken", "worker", b.ep.URL, "timeout", timedOut, "err", err, "bytes", b.written)
-		code = "502"
+		o.status = http.StatusBadGateway
 		if timedOut {
-			code = "504"
+			o.status = http.StatusGatewayTimeout
 		}
 	}
 	_ = b.body.Close()
 	b.epRelease()
 	s.limiter.Notify()
 	s.bufs.Put(b.bufp)
-	s.metrics.Requests.WithLabelValues(b.ep.URL, x.strategy, code).Inc()
 	if x.base.Enabled(x.ctx, slog.LevelDebug) {
 		x.log().Debug("proxied", "worker", b.ep.URL, "status", b.status, "bytes", b.written, "duration", time.Since(x.start))
 	}
-	s.finish(x, b.status)
+	s.settle(x, o)
 	return nil
 }

@@ -39,6 +39,10 @@ import (
 // or read timeout (the context was still live).
 var ErrTimeout = errors.New("upstream: timed out waiting for the worker")
 
+// ErrNotSent marks a failure before the whole request was written: the
+// worker cannot have acted on it, so it is safe to send elsewhere.
+var ErrNotSent = errors.New("upstream: request not sent")
+
 // Config tunes a Client. Zero fields take the defaults shown.
 type Config struct {
 	// DialTimeout bounds connecting to a worker (3s).
@@ -140,7 +144,8 @@ type conn struct {
 
 // Do sends req to t and returns the response once its headers arrived.
 // Errors wrap the cause: a *net.OpError with Op "dial" for connect
-// failures, ErrTimeout for a worker that stalls, ctx.Err() when ctx ended.
+// failures, ErrNotSent when the request could not be written whole,
+// ErrTimeout for a worker that stalls, ctx.Err() when ctx ended.
 func (c *Client) Do(ctx context.Context, t Target, req *Request) (*Response, error) {
 	for attempt := 0; ; attempt++ {
 		cn, err := c.get(ctx, t)
@@ -170,7 +175,7 @@ func (c *Client) roundTrip(ctx context.Context, t Target, cn *conn, req *Request
 	}
 	if err := writeRequest(cn.bw, t, req); err != nil {
 		stop()
-		return nil, fmt.Errorf("upstream: write request: %w", noAnswer{err})
+		return nil, fmt.Errorf("upstream: write request: %w: %w", ErrNotSent, noAnswer{err})
 	}
 	// Wait for the answer's first byte apart from parsing it: a connection
 	// that ends before any byte is one the worker closed while it sat in
