@@ -19,6 +19,8 @@ var (
 		"Worker restarts detected (its sequence went backwards); its index entries were dropped.", []string{"worker"}, nil)
 	rejectedDesc = prometheus.NewDesc("warmpath_router_kv_events_rejected_total",
 		"Events or messages not applied, by reason (decode_error, unknown_parent, invalid).", []string{"worker", "reason"}, nil)
+	forgottenDesc = prometheus.NewDesc("warmpath_router_kv_worker_blocks_forgotten_total",
+		"Blocks a worker's event state forgot, and took out of the index, to stay within --kv-index-max-worker-blocks (their removal was lost, or the worker caches more).", []string{"worker"}, nil)
 	blocksDesc = prometheus.NewDesc("warmpath_router_kv_index_blocks",
 		"Blocks the kvaware index holds per worker and tier (gpu, cpu, l2).", []string{"worker", "tier"}, nil)
 	keysDesc = prometheus.NewDesc("warmpath_router_kv_index_keys",
@@ -48,7 +50,7 @@ func NewCollector(m *Manager, idx Store) *Collector { return &Collector{m: m, id
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc, oversizeDesc, handshakeTimeoutsDesc} {
+	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, forgottenDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc, oversizeDesc, handshakeTimeoutsDesc} {
 		ch <- d
 	}
 }
@@ -71,6 +73,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(rejectedDesc, k.DecodeErrors.Load(), w, "decode_error")
 		counter(rejectedDesc, k.UnknownParent.Load(), w, "unknown_parent")
 		counter(rejectedDesc, k.Invalid.Load(), w, "invalid")
+		counter(forgottenDesc, k.Forgotten.Load(), w)
 		v := 0.0
 		if health[w].Connected {
 			v = 1
