@@ -67,8 +67,8 @@ const defaultGranularity = 16
 
 // DefaultMaxWorkerBlocks is the default bound on one worker's event state
 // (engine blocks plus the keys of its spans): 262144, 4M tokens in blocks
-// of 16, beyond any one worker's GPU and CPU caches today, at about 64
-// bytes each (16 MiB a worker).
+// of 16, beyond any one worker's GPU and CPU caches today, at about 72
+// bytes each (18 MiB a worker).
 const DefaultMaxWorkerBlocks = 1 << 18
 
 // WorkerBounder is implemented by sinks configured with a bound on each

@@ -20,7 +20,7 @@ import (
 // scale test checks the sum holds in practice.
 const (
 	indexKeyBytes    = 82  // kvindex.Index, per key
-	workerBlockBytes = 64  // kvindex.Worker, per block or span key
+	workerBlockBytes = 72  // kvindex.Worker, per block or span key
 	chunkBytes       = 100 // PrefixAware, per chunk hash
 	predictionBytes  = 160 // KVAware, per predicted block key
 )

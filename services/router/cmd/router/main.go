@@ -68,7 +68,7 @@ func run() error {
 	fs.DurationVar(&kv.HandshakeTimeout, "kv-events-handshake-timeout", zmtpguard.DefaultHandshakeTimeout, "time a KV-event or replay peer has for its ZMTP handshake")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
-	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 64 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
+	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 72 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
 	var rc kvredis.Config
 	fs.DurationVar(&rc.Timeout, "kv-index-redis-timeout", 200*time.Millisecond, "timeout of one Redis lookup (commits and clear chunks get 4x)")
 	fs.IntVar(&rc.BreakerFailures, "kv-index-redis-breaker-failures", 5, "Redis calls failing in a row that open the breaker (lookups then use this replica's own index)")

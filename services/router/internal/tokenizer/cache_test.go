@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -84,4 +85,34 @@ func TestCacheEntriesBound(t *testing.T) {
 	if n, bytes := c.cache.size(); n != 3 || bytes < 3*entryOverhead || bytes > 3*(entryOverhead+64) {
 		t.Fatalf("cache holds %d entries charged %d bytes; want 3", n, bytes)
 	}
+}
+
+// TestCacheEntryCost: what an entry is charged covers what it costs.
+func TestCacheEntryCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates")
+	}
+	const n = 1 << 16
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := heap()
+	c, err := newCache(n, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		c.add(uint64(i), make([]uint32, 16))
+	}
+	used := heap() - before
+	_, charged := c.size()
+	t.Logf("%d entries of 16 tokens: %d bytes used, %d charged (%.0f a entry used)", n, used, charged, float64(used)/n)
+	if used > charged {
+		t.Fatalf("%d entries use %d bytes but are charged %d", n, used, charged)
+	}
+	runtime.KeepAlive(c)
 }
