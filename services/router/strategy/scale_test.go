@@ -81,6 +81,7 @@ func TestTenMillionPrompts(t *testing.T) {
 	text := []byte(strings.Repeat("lorem ipsum dolor sit amet, ", promptBytes/28+1)[:promptBytes])
 	tokens := make([]uint32, promptTokens)
 	hashes := make([]kvevents.BlockHash, promptTokens/blockSize)
+	rm := make([]kvevents.BlockHash, promptTokens/blockSize+1)
 	var events [3]kvevents.Event
 
 	var maxHeap, maxRSS int64
@@ -123,20 +124,22 @@ func TestTenMillionPrompts(t *testing.T) {
 		if cpu {
 			evs = append(evs, kvevents.BlockStored{BlockHashes: []kvevents.BlockHash{kvevents.IntHash(base + 7)}, TokenIDs: tokens, BlockSize: promptTokens, Medium: "CPU"})
 		}
-		// The prompt stored removalDelay earlier is evicted; one removal
-		// in ten is lost.
+		feeds[d.Endpoint].Apply(kvevents.Batch{Events: evs})
+		// The prompt stored removalDelay earlier is evicted from its
+		// worker; one removal in ten is lost.
 		old := &ring[i%removalDelay]
 		if old.worker != "" && i%10 != 0 {
-			rm := make([]kvevents.BlockHash, 0, len(hashes))
-			for j := range hashes {
-				rm = append(rm, kvevents.IntHash(old.hash+uint64(j)+1))
+			gpu, chunk := rm[:len(hashes)], rm[len(hashes):]
+			for j := range gpu {
+				gpu[j] = kvevents.IntHash(old.hash + uint64(j) + 1)
 			}
-			evs = append(evs, kvevents.BlockRemoved{BlockHashes: rm, Medium: "GPU"})
+			chunk[0] = kvevents.IntHash(old.hash + 7)
+			evs = append(events[:0], kvevents.BlockRemoved{BlockHashes: gpu, Medium: "GPU"})
 			if old.cpu {
-				evs = append(evs, kvevents.BlockRemoved{BlockHashes: []kvevents.BlockHash{kvevents.IntHash(old.hash + 7)}, Medium: "CPU"})
+				evs = append(evs, kvevents.BlockRemoved{BlockHashes: chunk, Medium: "CPU"})
 			}
+			feeds[old.worker].Apply(kvevents.Batch{Events: evs})
 		}
-		feeds[d.Endpoint].Apply(kvevents.Batch{Events: evs})
 		*old = pending{worker: d.Endpoint, hash: base, cpu: cpu}
 		if (i+1)%1_000_000 == 0 || i+1 == prompts {
 			measure(i + 1)
