@@ -18,8 +18,8 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
-	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
+	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
