@@ -93,7 +93,7 @@ func (s *Server) choose(x *exchange) (choice, error) {
 		}
 		if sel.panic && len(x.tries) == 0 {
 			s.metrics.PanicRouted.Inc()
-			x.log().Warn("panic routing: too few workers healthy, routing to all", "model", x.parsed.model)
+			s.warnPanic(x.parsed.model)
 		}
 		dec, err := s.pick(x, sel.eps)
 		if err != nil {
@@ -251,4 +251,20 @@ func retryReason(f Failure) string {
 	default:
 		return metrics.ReasonUpstream5xx
 	}
+}
+
+// panicWarnEvery is the least time between two panic-routing warnings:
+// in panic every request is panic-routed, and one line says it.
+const panicWarnEvery = 10 * time.Second
+
+// warnPanic logs that requests are being panic-routed, at most once per
+// panicWarnEvery.
+func (s *Server) warnPanic(model string) {
+	now := time.Now().UnixNano()
+	last := s.panicWarnAt.Load()
+	if now-last < int64(panicWarnEvery) || !s.panicWarnAt.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("panic routing: too few of the model's workers are healthy; routing to all of them",
+		"model", model, "threshold_percent", s.cfg.PanicPercent)
 }

@@ -150,6 +150,9 @@ type Server struct {
 
 	connsMu sync.Mutex // guards conns
 	conns   map[net.Conn]struct{}
+
+	// panicWarnAt is when panic routing was last logged (unix ns).
+	panicWarnAt atomic.Int64
 }
 
 // New builds the server. routing must be set before serving.
