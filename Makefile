@@ -76,12 +76,18 @@ build: ## static binaries of every */cmd/* main package into bin/
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o ./bin/ $$cmds
 
 .PHONY: lint
-lint: ## golangci-lint over every go.work module
+lint: ## golangci-lint, then govulncheck (a called vulnerability fails), over every go.work module
 	@scripts/install-tools.sh golangci-lint
 	@status=0; for m in $(MODULES); do \
 		echo "lint: $$m"; \
 		(cd "$$m" && golangci-lint run --config "$(CURDIR)/.golangci.yml" ./...) || status=1; \
-	done; exit $$status
+	done; \
+	scripts/govulncheck.sh || status=1; \
+	exit $$status
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck alone over every module (GOVULNDB= overrides the offline database)
+	@scripts/govulncheck.sh
 
 .PHONY: test
 test: ## lint, then unit tests, fuzzing, then integration suites (what .ci/run runs)
