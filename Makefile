@@ -63,7 +63,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## install golangci-lint, promtool, nginx and redis-server (idempotent)
+tools: ## install golangci-lint, govulncheck, jq, promtool, nginx and redis-server (idempotent)
 	@scripts/install-tools.sh
 
 .PHONY: build
