@@ -1,11 +1,11 @@
 # Makefile — the one entry point for building, testing and demoing warmpath.
 #
 #   make build             static binaries of every */cmd/* main package -> bin/
-#   make test              lint, unit tests (-race), integration suites; what CI runs
+#   make test              lint, unit tests (-race), fuzz, integration suites; what CI runs
 #   make test-unit         go test over every go.work module except tests/
 #   make test-integration  the testcontainers suites in tests/ (needs Docker)
-#   make lint              golangci-lint over every go.work module
-#   make fuzz              every Fuzz* target for FUZZTIME (default 10s) each
+#   make lint              golangci-lint and govulncheck over every go.work module
+#   make fuzz              every Fuzz* target briefly (FUZZ_BUDGET s shared, or FUZZTIME each)
 #   make golden            rewrite the Helm chart's golden manifests
 #   make dashboards        regenerate dashboards/*.json from services/dashgen
 #   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
@@ -53,14 +53,17 @@ BUILDFLAGS ?= -trimpath -buildvcs=false -ldflags=-s\ -w
 RACE ?= $(if $(shell command -v "$$($(GO) env CC)" 2>/dev/null),-race,)
 UNIT_TIMEOUT ?= 10m
 INTEGRATION_TIMEOUT ?= 15m
-FUZZTIME ?= 10s
+# make fuzz: FUZZ_BUDGET seconds of fuzzing shared by every target (2-10 s
+# each), or a fixed FUZZTIME per target when set (`make fuzz FUZZTIME=5m`).
+FUZZ_BUDGET ?= 60
+FUZZTIME ?=
 
 .PHONY: help
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## install golangci-lint, promtool, nginx and redis-server (idempotent)
+tools: ## install golangci-lint, govulncheck, jq, promtool, nginx and redis-server (idempotent)
 	@scripts/install-tools.sh
 
 .PHONY: build
@@ -73,18 +76,25 @@ build: ## static binaries of every */cmd/* main package into bin/
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o ./bin/ $$cmds
 
 .PHONY: lint
-lint: ## the tree check (no build products, nothing read from ../shared), then golangci-lint over every go.work module
+lint: ## the tree check (no build products, nothing read from ../shared), golangci-lint, then govulncheck (a called vulnerability fails), over every go.work module
 	@scripts/check-tree.sh
 	@scripts/install-tools.sh golangci-lint
 	@status=0; for m in $(MODULES); do \
 		echo "lint: $$m"; \
 		(cd "$$m" && golangci-lint run --config "$(CURDIR)/.golangci.yml" ./...) || status=1; \
-	done; exit $$status
+	done; \
+	scripts/govulncheck.sh || status=1; \
+	exit $$status
+
+.PHONY: vulncheck
+vulncheck: ## govulncheck alone over every module (GOVULNDB= overrides the offline database)
+	@scripts/govulncheck.sh
 
 .PHONY: test
-test: ## lint, then unit tests, then integration suites (what .ci/run runs)
+test: ## lint, then unit tests, fuzzing, then integration suites (what .ci/run runs)
 	@$(MAKE) lint
 	@$(MAKE) test-unit
+	@$(MAKE) fuzz
 	@$(MAKE) test-integration
 
 .PHONY: test-unit
@@ -119,8 +129,8 @@ generate: ## regenerate code and manifests (//go:generate: operator CRD and deep
 	@$(GO) generate $(addsuffix /...,$(MODULES))
 
 .PHONY: fuzz
-fuzz: ## every Fuzz* target for FUZZTIME (default 10s) each
-	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+fuzz: ## every Fuzz* target briefly: FUZZ_BUDGET (60) s shared, 2-10 s each, or FUZZTIME each
+	@FUZZ_BUDGET=$(FUZZ_BUDGET) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 .PHONY: envtest
 envtest: ## build envtest's kube-apiserver and etcd (once; cached outside the repo)

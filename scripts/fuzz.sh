@@ -1,32 +1,73 @@
 #!/usr/bin/env bash
-# fuzz.sh runs every Fuzz* target in every go.work module for FUZZTIME each
-# (default 10s). Targets are found by grep, so new ones need no registration.
-# A failing input is written to the package's testdata/fuzz/ by `go test`;
-# commit it as a regression seed.
+# fuzz.sh runs every Fuzz* target in every go.work module briefly; `make test`
+# (so CI) runs it through `make fuzz`.
+#
+#   FUZZ_BUDGET  seconds of fuzzing shared by all targets (default 60): each
+#                target gets FUZZ_BUDGET / targets, at least FUZZ_MIN (2) and
+#                at most FUZZ_MAX (10) seconds. Building each target's
+#                instrumented test binary comes on top (a few seconds each).
+#   FUZZTIME     a fixed -fuzztime per target (e.g. 30s, 5000x) instead of the
+#                budget, for a longer run by hand: `make fuzz FUZZTIME=5m`.
+#
+# Targets are found by grep (`func Fuzz...` in *_test.go), so a new target
+# needs no registration. `go test -fuzz` runs one target per invocation. A
+# failing input is written by `go test` to the package's testdata/fuzz/<Target>/
+# and the run fails; fix the bug and commit that file as a regression seed
+# (plain `go test` then replays it).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-FUZZTIME="${FUZZTIME:-10s}"
+FUZZ_BUDGET="${FUZZ_BUDGET:-60}"
+FUZZ_MIN="${FUZZ_MIN:-2}"
+FUZZ_MAX="${FUZZ_MAX:-10}"
+# A crash is minimised before it is written; bound that so a failing CI run
+# does not spend a minute per crash.
+FUZZ_MINIMIZE="${FUZZ_MINIMIZE:-10s}"
 
+# "dir<TAB>FuzzName" for every target in every workspace module.
 mapfile -t modules < <(go list -m -f '{{.Dir}}')
-targets=0
+mapfile -t targets < <(
+	for mod in "${modules[@]}"; do
+		grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' "$mod" || true
+	done | sed -E 's/^(.*)\/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*)\($/\1\t\2/' | sort -u
+)
+if [[ ${#targets[@]} -eq 0 ]]; then
+	echo "fuzz: no Fuzz* targets found" >&2
+	exit 1
+fi
+
+if [[ -n "${FUZZTIME:-}" ]]; then
+	per="$FUZZTIME"
+else
+	budget="${FUZZ_BUDGET%s}"
+	secs=$((budget / ${#targets[@]}))
+	((secs < FUZZ_MIN)) && secs=$FUZZ_MIN
+	((secs > FUZZ_MAX)) && secs=$FUZZ_MAX
+	per="${secs}s"
+fi
+echo "fuzz: ${#targets[@]} target(s), $per each"
+
+start=$SECONDS
+since="@$(date +%s)"
 failed=()
-for mod in "${modules[@]}"; do
-	# file:func pairs, e.g. libs/kvevents/decode_test.go:FuzzDecode
-	while IFS=: read -r file fn; do
-		[[ -n "$fn" ]] || continue
-		pkg="./$(realpath --relative-to=. "$(dirname "$file")")"
-		targets=$((targets + 1))
-		echo "fuzz: $pkg $fn ($FUZZTIME)"
-		if ! go test -run='^$' -fuzz="^${fn}\$" -fuzztime="$FUZZTIME" "$pkg"; then
-			failed+=("$pkg $fn")
-		fi
-	done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' "$mod" |
-		sed -E 's/^(.*):func (Fuzz[A-Za-z0-9_]*)\($/\1:\2/' | sort -u)
+for t in "${targets[@]}"; do
+	dir="${t%%$'\t'*}"
+	fn="${t#*$'\t'}"
+	pkg="./$(realpath --relative-to=. "$dir")"
+	echo "fuzz: $pkg $fn ($per)"
+	# -vet=off: lint and the unit tests vet the same code already.
+	if ! go test -vet=off -run='^$' -fuzz="^${fn}\$" -fuzztime="$per" \
+		-fuzzminimizetime="$FUZZ_MINIMIZE" "$pkg"; then
+		failed+=("$pkg $fn")
+		# go test names the file it wrote; list it again where it is easy to find.
+		find "$dir/testdata/fuzz/$fn" -type f -newermt "$since" \
+			-printf 'fuzz: failing input: %p\n' 2>/dev/null || true
+	fi
 done
 
-echo "fuzz: $targets target(s) run"
+echo "fuzz: ${#targets[@]} target(s) run in $((SECONDS - start))s, ${#failed[@]} failed"
 if [[ ${#failed[@]} -gt 0 ]]; then
 	printf 'fuzz: FAILED %s\n' "${failed[@]}" >&2
+	echo "fuzz: the failing inputs are in each package's testdata/fuzz/<Target>/; fix the bug and commit them" >&2
 	exit 1
 fi

@@ -262,6 +262,15 @@ func (p *Publisher) ReplayAddr() net.Addr {
 	return p.router.Addr()
 }
 
+// Sequenced returns how many batches have been given a sequence number:
+// those published, dropped and still queued. A subscriber that has applied
+// (or replayed, or counted as lost) this many has seen every batch so far.
+func (p *Publisher) Sequenced() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seq
+}
+
 // Stats returns the publisher's counters. It is safe for concurrent use.
 func (p *Publisher) Stats() PublisherStats {
 	return PublisherStats{

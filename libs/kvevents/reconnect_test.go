@@ -136,6 +136,8 @@ func TestPublisherReconnectsAfterLinkCut(t *testing.T) {
 	publishUntilReceived(t, p, msgs, &next)
 
 	link.cut()
+	// The subscriber stays away a while (its port refusing the publisher's
+	// redials): a downtime under test, not a wait for something to happen.
 	time.Sleep(100 * time.Millisecond)
 	link = startRelay(t, addr, sub.Addr().String())
 	defer link.cut()

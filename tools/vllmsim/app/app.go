@@ -256,7 +256,10 @@ func New(ctx context.Context, o Options) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var pubStats simmetrics.PublisherStats
 	if a.pub != nil {
-		pubStats = func() (uint64, uint64) { s := a.pub.Stats(); return s.Published, s.Dropped }
+		pubStats = func() (uint64, uint64, uint64) {
+			s := a.pub.Stats()
+			return a.pub.Sequenced(), s.Published, s.Dropped
+		}
 	}
 	sm := simmetrics.New(reg, simmetrics.Info{
 		ModelName: o.ServedModelNames[0], WorkerID: o.WorkerID,

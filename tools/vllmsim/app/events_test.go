@@ -12,6 +12,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
@@ -72,18 +73,16 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
 		}
 	}
 
-	// Wait for every batch the publisher sent.
-	var published int
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		published = int(s.metric(t, "warmpath_vllmsim_kv_event_batches_published_total"))
-		if dropped := s.metric(t, "warmpath_vllmsim_kv_event_batches_dropped_total"); dropped != 0 {
-			t.Fatalf("publisher dropped %v batches", dropped)
-		}
-		if published > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	// Wait until the publisher has sent every batch it numbered.
+	testwait.For(t, 10*time.Second, "the publisher to send every batch", func() bool {
+		numbered := s.metric(t, "warmpath_vllmsim_kv_event_batches_total")
+		return numbered > 0 && numbered == s.metric(t, "warmpath_vllmsim_kv_event_batches_published_total")+
+			s.metric(t, "warmpath_vllmsim_kv_event_batches_dropped_total")
+	})
+	if dropped := s.metric(t, "warmpath_vllmsim_kv_event_batches_dropped_total"); dropped != 0 {
+		t.Fatalf("publisher dropped %v batches", dropped)
 	}
+	published := int(s.metric(t, "warmpath_vllmsim_kv_event_batches_published_total"))
 	msgs := map[uint64]kvevents.Message{}
 	for len(msgs) < published {
 		recvCtx, recvCancel := context.WithTimeout(ctx, time.Second)
@@ -273,7 +272,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 		"vllm:time_to_first_token_seconds_bucket", "vllm:e2e_request_latency_seconds_bucket", "vllm:inter_token_latency_seconds_bucket",
 		"vllm:prompt_tokens_total", "vllm:generation_tokens_total", "lmcache:num_lookup_tokens_total", "lmcache:num_lookup_hits_total",
 		"lmcache:num_vllm_hit_tokens_total", "lmcache:local_cache_usage", "lmcache:request_cache_hit_rate_bucket",
-		"warmpath_vllmsim_kv_event_batches_published_total"} {
+		"warmpath_vllmsim_kv_event_batches_total", "warmpath_vllmsim_kv_event_batches_published_total"} {
 		if !bytes.Contains(resp, []byte("\n"+want)) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmpath/warmpath/libs/testredis"
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/l2remote"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
@@ -100,9 +101,17 @@ func TestTwoWorkersShareKVThroughRedis(t *testing.T) {
 		t.Fatalf("after the fetch b's lookup = %+v, want 3 chunks in L1", hit)
 	}
 	b.Store(p, nil)
-	time.Sleep(50 * time.Millisecond)
-	if got := b.RemoteCounters().WriteRequests; got != 0 {
-		t.Fatalf("b wrote %d chunks it had fetched", got)
+	// Then a chunk b must write: the one writer takes puts in order, so once
+	// that chunk is in L2 and counted, anything queued before it was written
+	// too, and would be counted.
+	marker := prompt(9, chunk)
+	b.Store(marker, nil)
+	c := worker(t, url, 16)
+	testwait.For(t, 5*time.Second, "b's write of a new chunk", func() bool {
+		return b.RemoteCounters().WriteRequests >= 1 && c.Lookup(marker, nil).Remote == chunk
+	})
+	if got := b.RemoteCounters().WriteRequests; got != 1 {
+		t.Fatalf("b wrote %d chunks, want only the new one: it wrote chunks it had fetched", got)
 	}
 
 	// A different prompt sharing one chunk: L2 answers for the shared one only.

@@ -26,8 +26,9 @@ type Engine interface {
 	With(f func(e *engine.Engine, clock float64))
 }
 
-// PublisherStats reports KV-event publishing totals.
-type PublisherStats func() (published, dropped uint64)
+// PublisherStats reports KV-event publishing totals: batches given a
+// sequence number, handed to the socket, and dropped.
+type PublisherStats func() (sequenced, published, dropped uint64)
 
 // Info is static worker information that labels the metrics.
 type Info struct {
@@ -180,15 +181,15 @@ func (m *Metrics) ObserveStep(res engine.StepResult) {
 }
 
 type descs struct {
-	running, waiting, usage, cacheInfo                      *prometheus.Desc
-	prefixQueries, prefixHits, extQueries, extHits          *prometheus.Desc
-	promptTotal, generationTotal, preemptions               *prometheus.Desc
-	lmLookupReqs, lmLookupTokens, lmLookupHits, lmStoreReqs *prometheus.Desc
-	lmStoredTokens, lmEvictions, lmLocalUsage               *prometheus.Desc
-	lmRemoteReadReqs, lmRemoteReadBytes                     *prometheus.Desc
-	lmRemoteWriteReqs, lmRemoteWriteBytes                   *prometheus.Desc
-	remoteErrors, remoteCorrupt, remoteDropped              *prometheus.Desc
-	steps, clock, eventsPublished, eventsDropped, gpuBlocks *prometheus.Desc
+	running, waiting, usage, cacheInfo                                       *prometheus.Desc
+	prefixQueries, prefixHits, extQueries, extHits                           *prometheus.Desc
+	promptTotal, generationTotal, preemptions                                *prometheus.Desc
+	lmLookupReqs, lmLookupTokens, lmLookupHits, lmStoreReqs                  *prometheus.Desc
+	lmStoredTokens, lmEvictions, lmLocalUsage                                *prometheus.Desc
+	lmRemoteReadReqs, lmRemoteReadBytes                                      *prometheus.Desc
+	lmRemoteWriteReqs, lmRemoteWriteBytes                                    *prometheus.Desc
+	remoteErrors, remoteCorrupt, remoteDropped                               *prometheus.Desc
+	steps, clock, eventsSequenced, eventsPublished, eventsDropped, gpuBlocks *prometheus.Desc
 }
 
 func newDescs(vl, ll prometheus.Labels, info Info, cfg engine.Config) descs {
@@ -233,6 +234,7 @@ func newDescs(vl, ll prometheus.Labels, info Info, cfg engine.Config) descs {
 		remoteDropped:      d("warmpath_vllmsim_lmcache_remote_dropped_puts_total", "Chunk stores dropped because the remote writer's queue was full.", sim),
 		steps:              d("warmpath_vllmsim_engine_steps_total", "Engine steps executed by the simulator.", sim),
 		clock:              d("warmpath_vllmsim_engine_clock_seconds", "Simulated engine time since start, in modelled GPU seconds.", sim),
+		eventsSequenced:    d("warmpath_vllmsim_kv_event_batches_total", "KV-cache event batches given a sequence number (published, dropped or still queued).", sim),
 		eventsPublished:    d("warmpath_vllmsim_kv_event_batches_published_total", "KV-cache event batches handed to the ZMQ publisher.", sim),
 		eventsDropped:      d("warmpath_vllmsim_kv_event_batches_dropped_total", "KV-cache event batches dropped because the publisher queue was full.", sim),
 		gpuBlocks:          d("warmpath_vllmsim_gpu_cached_blocks", "GPU KV blocks currently registered in the prefix cache.", sim),
@@ -270,7 +272,7 @@ func (c *collector) all() []*prometheus.Desc {
 			d.remoteErrors, d.remoteCorrupt, d.remoteDropped)
 	}
 	if c.pub != nil {
-		out = append(out, d.eventsPublished, d.eventsDropped)
+		out = append(out, d.eventsSequenced, d.eventsPublished, d.eventsDropped)
 	}
 	return out
 }
@@ -328,7 +330,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.remoteDropped, float64(r.DroppedPuts))
 	}
 	if c.pub != nil {
-		published, dropped := c.pub()
+		sequenced, published, dropped := c.pub()
+		counter(d.eventsSequenced, float64(sequenced))
 		counter(d.eventsPublished, float64(published))
 		counter(d.eventsDropped, float64(dropped))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
@@ -28,6 +29,20 @@ type node struct {
 	cl           *cluster.Cluster
 	m            *metrics.Metrics
 	stop         context.CancelFunc
+}
+
+// halt stops the node and waits until its peer listener refuses
+// connections.
+func (nd *node) halt(t *testing.T) {
+	t.Helper()
+	nd.stop()
+	testwait.For(t, 5*time.Second, "node "+nd.peer+" to stop listening", func() bool {
+		c, err := net.DialTimeout("tcp", nd.peer, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err != nil
+	})
 }
 
 func serve(t *testing.T, ctx context.Context, b lmserver.Backend, m *metrics.Metrics) string {
@@ -125,8 +140,7 @@ func TestPeerDownIsAMiss(t *testing.T) {
 		}
 	}
 	nodes[2].mem.Put(key, &store.Object{Value: []byte("v")})
-	nodes[2].stop()
-	time.Sleep(50 * time.Millisecond)
+	nodes[2].halt(t)
 	c := lmproto.Dial(nodes[0].client, 2*time.Second, 0)
 	defer c.Close()
 	if _, _, err := c.Get(ctx, key); !errors.Is(err, lmproto.ErrMiss) {
@@ -165,10 +179,9 @@ func TestReplicationAndMembership(t *testing.T) {
 	}
 	for _, nd := range nodes {
 		if nd.peer == owners[0] {
-			nd.stop()
+			nd.halt(t)
 		}
 	}
-	time.Sleep(50 * time.Millisecond)
 	var reader *node
 	for _, nd := range nodes {
 		if nd.peer != owners[0] {

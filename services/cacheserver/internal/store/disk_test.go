@@ -1,9 +1,11 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testwait"
 )
 
 func TestDiskRoundTripAndRestart(t *testing.T) {
@@ -99,11 +102,10 @@ func TestTieredWriteBehindAndPromotion(t *testing.T) {
 	tier := NewTiered(ctx, mem, disk, 0, nil)
 	tier0 = tier
 	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 20<<10) }
-	drained := func() {
-		for deadline := time.Now().Add(5 * time.Second); len(tier.queue) > 0 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
-		time.Sleep(2 * time.Millisecond) // the write in progress
+	drained := func() { // every queued object written, the one in progress too
+		testwait.For(t, 5*time.Second, "the write-behind queue to drain", func() bool {
+			return tier.done.Load() == tier.queued.Load()
+		})
 	}
 	for i := range 200 {
 		tier.Put(fmt.Sprint(i), &Object{Value: val(i)})
@@ -139,10 +141,36 @@ func TestCrashDuringWrites(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashDuringWrites$")
 	cmd.Env = append(os.Environ(), "WARMPATH_DISK_CRASH_CHILD="+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	// Kill the writer once it has stored some objects; it goes on writing,
+	// so the kill lands mid-write.
+	stored := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == crashChildStored {
+				stored <- true
+				_, _ = io.Copy(io.Discard, out)
+				return
+			}
+		}
+		stored <- false
+	}()
+	select {
+	case ok := <-stored:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatal("the writer exited before storing anything")
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the writer stored nothing within 30s")
+	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	d, err := OpenDisk(dir, 1<<30, nil)
@@ -176,6 +204,9 @@ func crashValue(i int) []byte {
 	return b
 }
 
+// crashChildStored is the line crashChild prints once it has stored objects.
+const crashChildStored = "crash child: objects stored"
+
 // crashChild writes objects as fast as it can until it is killed.
 func crashChild(dir string) {
 	d, err := OpenDisk(dir, 1<<30, nil)
@@ -184,5 +215,8 @@ func crashChild(dir string) {
 	}
 	for i := 0; ; i++ {
 		_ = d.Put("obj-"+strconv.Itoa(i), &Object{Value: crashValue(i)})
+		if i == 20 {
+			fmt.Println(crashChildStored)
+		}
 	}
 }

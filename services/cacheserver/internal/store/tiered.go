@@ -48,6 +48,9 @@ type Tiered struct {
 	queue   chan pending
 	dropped atomic.Uint64
 	wg      sync.WaitGroup
+	// queued and done count objects put on the queue and written behind
+	// (or skipped): the queue is idle when they are equal.
+	queued, done atomic.Uint64
 }
 
 type pending struct {
@@ -69,6 +72,7 @@ func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueLen int, log *
 	mem.Evicted = func(key string, obj *Object) {
 		select {
 		case t.queue <- pending{key, obj}:
+			t.queued.Add(1)
 		default:
 			t.dropped.Add(1)
 		}
@@ -96,6 +100,7 @@ func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueLen int, log *
 }
 
 func (t *Tiered) write(p pending) {
+	defer t.done.Add(1)
 	if p.obj.expired(t.mem.now()) {
 		return // expired while queued: not worth a file
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmpath/warmpath/libs/testredis"
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 	"github.com/warmpath/warmpath/services/router/kvindex"
@@ -190,6 +191,20 @@ func waitIndexed(t *testing.T, r *router, n int) {
 			t.Fatalf("index holds blocks of %d workers after 10s, want %d: %+v; streams %+v", have, n, st, r.app.kvsubs.Health())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitEventsApplied waits until r has applied every event batch each of ws
+// has numbered so far (or counted it lost: a gap replay could not fill).
+func waitEventsApplied(t *testing.T, r *router, ws []*worker) {
+	t.Helper()
+	for _, w := range ws {
+		testwait.For(t, 10*time.Second, "the router to apply "+w.url+"'s event batches", func() bool {
+			numbered := scrape(t, w.url+"/metrics", "warmpath_vllmsim_kv_event_batches_total")
+			seen := scrape(t, r.url+"/metrics", `warmpath_router_kv_batches_total{outcome="received",worker="`+w.url+`"`) +
+				scrape(t, r.url+"/metrics", `warmpath_router_kv_batches_total{outcome="lost",worker="`+w.url+`"`)
+			return seen >= numbered
+		})
 	}
 }
 
@@ -495,7 +510,7 @@ func TestKVAwareSeesEvictions(t *testing.T) {
 			}
 			sendAll(t, w.url+"/v1/completions", flood)
 		}
-		time.Sleep(200 * time.Millisecond) // the removals reach the subscribers
+		waitEventsApplied(t, r, ws) // the removals reach the subscriber
 		h0, q0 := hitCounts(t, ws)
 		for g := range groups {
 			sendAll(t, r.url+"/v1/completions", []string{prompt(g, 1)})

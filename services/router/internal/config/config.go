@@ -97,6 +97,10 @@ func Parse(raw []byte) (File, error) {
 	return f, nil
 }
 
+// watching, when a test sets it, is called once Watch watches the directory:
+// a change made after that is seen.
+var watching func()
+
 // Watch calls onChange whenever path may have changed, until ctx ends. It
 // watches the parent directory, so editors' rename-into-place and the
 // ConfigMap "..data" symlink swap are both seen; bursts are debounced.
@@ -109,6 +113,9 @@ func Watch(ctx context.Context, path string, log *slog.Logger, onChange func()) 
 	dir := filepath.Dir(path)
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("config: watch %s: %w", dir, err)
+	}
+	if watching != nil {
+		watching()
 	}
 	const debounce = 100 * time.Millisecond
 	var timer *time.Timer

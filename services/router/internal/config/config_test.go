@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"log/slog"
+
+	"github.com/warmpath/warmpath/libs/testwait"
 )
 
 func TestParse(t *testing.T) {
@@ -71,9 +73,18 @@ func TestWatchSeesRenameIntoPlace(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var calls atomic.Int32
+	started := make(chan struct{})
+	watching = func() { close(started) }
+	defer func() { watching = nil }()
 	done := make(chan error, 1)
 	go func() { done <- Watch(ctx, path, slog.New(slog.DiscardHandler), func() { calls.Add(1) }) }()
-	time.Sleep(50 * time.Millisecond) // let the watcher start
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("Watch returned before watching: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watcher did not start within 5s")
+	}
 	tmp := filepath.Join(dir, ".tmp")
 	if err := os.WriteFile(tmp, []byte("strategy: session\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -81,13 +92,7 @@ func TestWatchSeesRenameIntoPlace(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no change reported within 5s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the change to be reported", func() bool { return calls.Load() > 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

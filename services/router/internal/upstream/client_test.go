@@ -231,6 +231,7 @@ func TestStalePooledConnection(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = ln.Close() })
 	var accepted atomic.Int64
+	closed := make(chan struct{}, 16) // one per connection the server closed
 	go func() {
 		for {
 			nc, err := ln.Accept()
@@ -239,6 +240,7 @@ func TestStalePooledConnection(t *testing.T) {
 			}
 			accepted.Add(1)
 			go func() {
+				defer func() { closed <- struct{}{} }()
 				defer nc.Close()
 				br := bufio.NewReader(nc)
 				req, err := http.ReadRequest(br)
@@ -262,7 +264,11 @@ func TestStalePooledConnection(t *testing.T) {
 		if got := readAll(t, resp); got != "ok" {
 			t.Fatalf("request %d: body %q", i, got)
 		}
-		time.Sleep(20 * time.Millisecond) // let the close reach the client
+		select { // the server has closed the connection now in the pool
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d: the server did not close its connection", i)
+		}
 	}
 	if accepted.Load() < 3 {
 		t.Errorf("accepted %d connections, want one per request", accepted.Load())
