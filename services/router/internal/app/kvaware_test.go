@@ -282,24 +282,12 @@ func TestKVAwareBindRestartDropsIndex(t *testing.T) {
 	w.kill()
 	w2 := startWorkerOn(t, port, "--kv-events-config", cfg)
 	ep := r.app.Pool().Get(w2.url)
-	waitUntil(t, 20*time.Second, "the router to see the new process healthy", ep.Available)
-	waitUntil(t, 5*time.Second, "the old process's blocks to be dropped", func() bool {
+	testwait.For(t, 20*time.Second, "the router to see the new process healthy", ep.Available)
+	testwait.For(t, 5*time.Second, "the old process's blocks to be dropped", func() bool {
 		return r.app.index.Stats().Blocks[w2.url][kvindex.GPU] == 0
 	})
 	if got := scrape(t, r.url+"/metrics", "warmpath_router_worker_restarts_total"); got < 1 {
 		t.Errorf("worker_restarts_total = %v, want ≥ 1", got)
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after within.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 )
 
@@ -411,7 +412,7 @@ func TestConfigReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte("strategy: bogus\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testwait.For(t, 5*time.Second, "the bad file's reload error", func() bool {
 		return scrape(t, r.url+"/metrics", `warmpath_router_config_reloads_total{result="error"}`) >= 1
 	})
 	if got := strategyNow(); got != "roundrobin" {
@@ -425,12 +426,7 @@ func TestConfigReload(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return strategyNow() == "session" })
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	waitUntil(t, 5*time.Second, "a condition", cond)
+	testwait.For(t, 5*time.Second, "the session strategy from the renamed file", func() bool { return strategyNow() == "session" })
 }
 
 func TestPromtoolCheckMetrics(t *testing.T) {

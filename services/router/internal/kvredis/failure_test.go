@@ -17,20 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmpath/warmpath/libs/testredis"
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
-
-// eventually waits for cond, failing the test after a deadline.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
 
 func client(t *testing.T, url string) *redis.Client {
 	t.Helper()
@@ -175,7 +164,7 @@ func TestBreakerFailsFastOnHungRedis(t *testing.T) {
 	if err := s.Commit(&kvindex.Change{Worker: "w", Ops: []kvindex.Op{add(kvindex.GPU, keys...)}}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("commit to a hung Redis: %v", err)
 	}
-	eventually(t, "the breaker to open", func() bool {
+	testwait.For(t, 10*time.Second, "the breaker to open", func() bool {
 		s.Lookup(keys, []string{"w"}, nil)
 		return !s.g.usable()
 	})
@@ -332,7 +321,7 @@ func TestFailedCommitResyncsTheWorker(t *testing.T) {
 		t.Fatalf("dirty worker's lookup %+v, want the local view", m)
 	}
 	p.cut(false)
-	eventually(t, "the breaker to let a probe through", s.g.usable)
+	testwait.For(t, 10*time.Second, "the breaker to let a probe through", s.g.usable)
 	if err := s.Commit(&kvindex.Change{Worker: "w", Seq: 2, Hash: 3, Ops: []kvindex.Op{add(kvindex.GPU, 4)}}); err != nil {
 		t.Fatalf("commit after Redis came back: %v", err)
 	}

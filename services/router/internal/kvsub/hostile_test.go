@@ -13,6 +13,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
@@ -104,22 +105,9 @@ func strike(t *testing.T, conn net.Conn, a attack) {
 // frames.
 func wantDropped(t *testing.T, m *kvsub.Manager, n int) {
 	t.Helper()
-	eventually(t, 5*time.Second, "the oversize frames to be counted", func() bool {
+	testwait.For(t, 5*time.Second, "the oversize frames to be counted", func() bool {
 		return m.GuardStats().OversizeFrames >= uint64(n)
 	})
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		tick := time.NewTimer(20 * time.Millisecond)
-		<-tick.C
-	}
 }
 
 // publishUntilApplied publishes batches through pub until the manager
@@ -128,7 +116,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 func publishUntilApplied(t *testing.T, m *kvsub.Manager, pub *kvevents.Publisher, workerURL string) {
 	t.Helper()
 	var h uint64
-	eventually(t, 15*time.Second, "a well-behaved publisher's events", func() bool {
+	testwait.For(t, 15*time.Second, "a well-behaved publisher's events", func() bool {
 		h++
 		if err := pub.Publish(batch(h)); err != nil {
 			t.Fatalf("publish: %v", err)
@@ -151,7 +139,7 @@ func TestHostilePeerBind(t *testing.T) {
 	m.Start(ctx, workerURL, worker{models: []string{"m"}})
 	listened := make(chan error, 1)
 	go func() { listened <- m.Listen(ctx) }()
-	eventually(t, 5*time.Second, "the SUB socket to listen", func() bool { return m.BindAddr() != nil })
+	testwait.For(t, 5*time.Second, "the SUB socket to listen", func() bool { return m.BindAddr() != nil })
 	addr := m.BindAddr().String()
 
 	for _, a := range attacks() {
@@ -228,7 +216,7 @@ func TestHostilePeerDial(t *testing.T) {
 	}
 	go relay(worker1, pub.Addr().String())
 	var seq uint64
-	eventually(t, 15*time.Second, "a well-behaved publisher's events", func() bool {
+	testwait.For(t, 15*time.Second, "a well-behaved publisher's events", func() bool {
 		payload, err := kvevents.EncodeBatch(batch(seq+1), kvevents.Positional)
 		if err != nil {
 			t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 )
 
@@ -102,36 +103,25 @@ func TestRestartDetected(t *testing.T) {
 	p.Start(ep)
 	defer func() { cancel(); p.Wait() }()
 
-	waitFor(t, "the first scrape", func() bool { return ep.Stats().ProcessStart == 1000 })
+	testwait.For(t, 5*time.Second, "the first scrape", func() bool { return ep.Stats().ProcessStart == 1000 })
 	// Steady for a few more rounds of checks and scrapes: no restart.
 	scraped := ep.Stats().ScrapedAt
-	waitFor(t, "two more scrapes", func() bool { return ep.Stats().ScrapedAt.After(scraped.Add(15 * time.Millisecond)) })
+	testwait.For(t, 5*time.Second, "two more scrapes", func() bool { return ep.Stats().ScrapedAt.After(scraped.Add(15 * time.Millisecond)) })
 	if got := obs.got(); len(got) != 0 {
 		t.Fatalf("restarts %v on a steady worker", got)
 	}
 
 	start.Store(2000)
-	waitFor(t, "a restart on a new process start time", func() bool { return len(obs.got()) == 1 })
+	testwait.For(t, 5*time.Second, "a restart on a new process start time", func() bool { return len(obs.got()) == 1 })
 	if got := obs.got()[0]; got != RestartProcessStart {
 		t.Fatalf("reason %q, want %q", got, RestartProcessStart)
 	}
 
 	up.Store(false)
-	waitFor(t, "the failed check", func() bool { return !ep.Healthy() })
+	testwait.For(t, 5*time.Second, "the failed check", func() bool { return !ep.Healthy() })
 	up.Store(true)
-	waitFor(t, "a restart on health returning", func() bool { return len(obs.got()) == 2 })
+	testwait.For(t, 5*time.Second, "a restart on health returning", func() bool { return len(obs.got()) == 2 })
 	if got := obs.got()[1]; got != RestartHealthReturned {
 		t.Fatalf("reason %q, want %q", got, RestartHealthReturned)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

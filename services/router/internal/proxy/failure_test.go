@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
@@ -372,21 +373,9 @@ func TestSlowClientReleasesConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The client reads nothing. The router's write must give up and close.
-	waitFor(t, 10*time.Second, "the router to close a connection whose client stopped reading", func() bool {
+	testwait.For(t, 10*time.Second, "the router to close a connection whose client stopped reading", func() bool {
 		return f.srv.hs.GetOpenConnectionsCount() == 0
 	})
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // smallSendBuffers gives every accepted connection a 4 KiB send buffer,
