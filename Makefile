@@ -76,7 +76,7 @@ build: ## static binaries of every */cmd/* main package into bin/
 	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o ./bin/ $$cmds
 
 .PHONY: lint
-lint: ## the tree check (no build products, nothing read from ../shared), golangci-lint, then govulncheck (a called vulnerability fails), over every go.work module
+lint: ## the tree check (no build products, nothing read from outside the repository), golangci-lint, then govulncheck (a called vulnerability fails), over every go.work module
 	@scripts/check-tree.sh
 	@scripts/install-tools.sh golangci-lint
 	@status=0; for m in $(MODULES); do \
