@@ -48,6 +48,9 @@ func run() error {
 	peersDNS := fs.String("peers-dns", "", "cluster mode: a headless Service name whose addresses are the peers (port: --peer-listen's)")
 	peersEvery := fs.Duration("peers-refresh", 10*time.Second, "how often --peers-dns is resolved again")
 	replicas := fs.Int("replicas", 1, "cluster mode: nodes holding each key (1 or 2)")
+	peerTimeout := fs.Duration("peer-timeout", 500*time.Millisecond, "cluster mode: deadline of one forwarded request (what a hung peer costs a request before it is ejected)")
+	peerEject := fs.Int("peer-eject-failures", 3, "cluster mode: consecutive failed forwards after which a peer is skipped (its keys are misses) for a backoff")
+	peerBackoff := fs.Duration("peer-backoff-max", 30*time.Second, "cluster mode: longest a failing peer is skipped (the backoff starts at 1s and doubles per failed probe)")
 	respListen := fs.String("resp-listen", "0.0.0.0:6379", "address for RESP (Redis protocol): LMCache's redis connector, redis-cli, go-redis")
 	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (or the password itself in "+envPassword+"; default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
@@ -147,7 +150,8 @@ func run() error {
 		if self == "" {
 			self = peerLn.Addr().String()
 		}
-		cl := cluster.New(cluster.Config{Self: self, Replicas: *replicas, MaxValueBytes: *maxValue}, mem, m.Forwarded)
+		cl := cluster.New(cluster.Config{Self: self, Replicas: *replicas, MaxValueBytes: *maxValue,
+			Timeout: *peerTimeout, FailuresToEject: *peerEject, MaxBackoff: *peerBackoff}, mem, m.Forwarded)
 		if *peers != "" {
 			cl.SetPeers(strings.Split(*peers, ","))
 		}

@@ -85,6 +85,10 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 
 func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
+	// Every request on the connection gets this context; in cluster mode
+	// a forward to a peer derives its deadline from it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout, atBoundary: true}
 	br := bufio.NewReaderSize(dr, 64<<10)
 	rd := lmproto.NewReader(br, s.cfg.MaxValueBytes)
@@ -108,11 +112,11 @@ func (s *Server) serveConn(conn net.Conn) {
 		switch req.Command {
 		case lmproto.CmdPut:
 			op = "put"
-			s.mem.Put(context.Background(), req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
+			s.mem.Put(ctx, req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
 			s.metrics.BytesIn.WithLabelValues("lm").Add(float64(len(req.Value)))
 		case lmproto.CmdGet:
 			op = "get"
-			if obj, ok := s.mem.Get(context.Background(), req.Key); ok {
+			if obj, ok := s.mem.Get(ctx, req.Key); ok {
 				meta := obj.Meta
 				meta.Length = int32(len(obj.Value))
 				reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: lmproto.CodeSuccess, Meta: meta})
@@ -125,7 +129,7 @@ func (s *Server) serveConn(conn net.Conn) {
 			op = "exist"
 			code := lmproto.CodeFail
 			result = "miss"
-			if s.mem.Contains(context.Background(), req.Key) {
+			if s.mem.Contains(ctx, req.Key) {
 				code, result = lmproto.CodeSuccess, "hit"
 			}
 			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})
