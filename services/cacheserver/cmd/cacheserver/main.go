@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,13 +34,17 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cacheserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run serves until ctx ends or a listener fails.
+func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cacheserver", flag.ContinueOnError)
 	lmListen := fs.String("lm-listen", "0.0.0.0:65432", "address for LMCache's lm:// protocol")
 	peerListen := fs.String("peer-listen", "", "cluster mode: lm:// address peers forward to (serves this node's store only); empty: no cluster")
@@ -71,7 +76,7 @@ func run() error {
 	if err := flagenv.Apply(fs, "WARMPATH_CACHESERVER_"); err != nil {
 		return err
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -84,9 +89,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	if *pprofAddr != "" {
 		go httpserve.ServePprof(ctx, *pprofAddr, log)
 	}
@@ -94,15 +96,19 @@ func run() error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl})
 	var mem store.Store = memory
+	var ready atomic.Bool
+	ready.Store(true)
+	var disk *store.Disk
 	if *diskDir != "" {
-		disk, err := store.OpenDisk(*diskDir, *diskCap, nil)
-		if err != nil {
+		// The disk tier's index loads after the listeners are open (below):
+		// a large tier then delays readiness, not the liveness probe.
+		if disk, err = store.NewDisk(*diskDir, *diskCap, nil); err != nil {
 			return err
 		}
+		ready.Store(false)
 		tiered := store.NewTiered(ctx, memory, disk, 1024, log)
 		defer tiered.Wait() // drain the write-behind queue on the way out
 		mem = tiered
-		log.Info("disk tier", "dir", *diskDir, "capacity_bytes", *diskCap, "objects", disk.Stats().Objects)
 	}
 	m := metrics.New(reg, mem)
 
@@ -138,8 +144,8 @@ func run() error {
 		respLn, httpLn = tls.NewListener(respLn, tlsCfg), tls.NewListener(httpLn, tlsCfg)
 		log.Info("tls on resp and http", "cert", *tlsCert, "client_ca", *tlsClientCA)
 	}
-	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth}, mem, m, reg), log)
-	errc := make(chan error, 5)
+	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load}, mem, m, reg), log)
+	errc := make(chan error, 6)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
 	if *peerListen != "" {
 		peerLn, err := lc.Listen(ctx, "tcp", *peerListen)
@@ -171,6 +177,17 @@ func run() error {
 		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
+	if disk != nil {
+		go func() {
+			start := time.Now()
+			if err := disk.Load(); err != nil {
+				errc <- err
+				return
+			}
+			ready.Store(true)
+			log.Info("disk tier loaded", "dir", *diskDir, "capacity_bytes", *diskCap, "objects", disk.Stats().Objects, "took", time.Since(start).String())
+		}()
+	}
 	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())
 	select {
 	case <-ctx.Done():
