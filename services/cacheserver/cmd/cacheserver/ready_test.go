@@ -66,11 +66,11 @@ func TestListensWhileDiskLoads(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lm, httpAddr := freePort(t), freePort(t)
+	lm, respAddr, httpAddr := freePort(t), freePort(t), freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--lm-listen", lm, "--resp-listen", freePort(t), "--http-listen", httpAddr,
+		done <- run(ctx, []string{"--lm-listen", lm, "--resp-listen", respAddr, "--http-listen", httpAddr,
 			"--disk-dir", dir, "--log-level", "error"})
 	}()
 	defer func() {
