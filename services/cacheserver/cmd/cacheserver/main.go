@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/netutil"
 
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
@@ -27,6 +29,7 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/memlimit"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/resp"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
@@ -65,6 +68,10 @@ func run(ctx context.Context, args []string) error {
 	tlsKey := fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
 	tlsClientCA := fs.String("tls-client-ca-file", "", "PEM CA bundle: RESP and HTTP clients must present a certificate it signed (mutual TLS)")
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
+	goMemLimit := fs.Int64("go-memory-limit-bytes", 0, "the Go runtime's soft memory limit; 0: GOMEMLIMIT if set, else 90% of the container's cgroup memory limit, else 1.2 x --memory-capacity-bytes + 48 MiB")
+	incoming := fs.Int64("incoming-bytes", 0, "lm:// PUT values being received at once, counted against --memory-capacity-bytes (more wait their turn); 0: a quarter of it")
+	writeBehind := fs.Int64("write-behind-bytes", 0, "objects evicted from memory waiting for the disk tier, counted against --memory-capacity-bytes (beyond it they are dropped); 0: an eighth of it")
+	maxConns := fs.Int("max-connections", 1024, "open connections per listener (lm://, RESP, peers); more wait in the accept backlog")
 	diskDir := fs.String("disk-dir", "", "directory of the disk tier (objects evicted from memory are written behind here, promoted back on a hit); empty: memory only")
 	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds")
 	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
@@ -94,7 +101,15 @@ func run(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl})
+	limit, source, err := memlimit.Choose(os.LookupEnv, "/", *goMemLimit, *memCap+*memCap/5+48<<20)
+	if err != nil {
+		return err
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
+	log.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", source)
+	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl, ReserveLimit: *incoming})
 	var mem store.Store = memory
 	var ready atomic.Bool
 	ready.Store(true)
@@ -106,7 +121,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		ready.Store(false)
-		tiered := store.NewTiered(ctx, memory, disk, 1024, log)
+		tiered := store.NewTiered(ctx, memory, disk, *writeBehind, log)
 		defer tiered.Wait() // drain the write-behind queue on the way out
 		mem = tiered
 	}
@@ -121,6 +136,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen resp: %w", err)
 	}
+	// Each connection costs buffers and, mid-request, a value: a cap keeps
+	// a connection storm from turning into memory.
+	lmLn, respLn = netutil.LimitListener(lmLn, *maxConns), netutil.LimitListener(respLn, *maxConns)
 	password, err := secret(*passwordFile, envPassword)
 	if err != nil {
 		return err
@@ -152,6 +170,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("listen peers: %w", err)
 		}
+		peerLn = netutil.LimitListener(peerLn, *maxConns)
 		self := *advertise
 		if self == "" {
 			self = peerLn.Addr().String()
@@ -166,12 +185,12 @@ func run(ctx context.Context, args []string) error {
 		}
 		backend = cl
 		go func() {
-			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
+			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
 		}()
 		log.Info("cluster mode", "self", self, "replicas", *replicas)
 	}
 	go func() {
-		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, backend, m, log).Serve(ctx, lmLn)
+		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, backend, m, log).Serve(ctx, lmLn)
 	}()
 	go func() {
 		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)

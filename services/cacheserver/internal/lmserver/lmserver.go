@@ -28,6 +28,11 @@ type Config struct {
 	// IOTimeout bounds reading a request's rest once its header began, and
 	// writing a reply (30s).
 	IOTimeout time.Duration
+	// Reserve, when set, is asked for room for a PUT's value before its
+	// buffer is allocated (the memory tier's Reserve: values being
+	// received count against its capacity); the room is given back once
+	// the value is stored or dropped.
+	Reserve func(ctx context.Context, n int64) (release func(), err error)
 }
 
 // Backend is where requests go: the local store, or the cluster that
@@ -92,6 +97,18 @@ func (s *Server) serveConn(conn net.Conn) {
 	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout, atBoundary: true}
 	br := bufio.NewReaderSize(dr, 64<<10)
 	rd := lmproto.NewReader(br, s.cfg.MaxValueBytes)
+	release := func() {}
+	defer func() { release() }()
+	if s.cfg.Reserve != nil {
+		rd.SetAlloc(func(n int) ([]byte, error) {
+			r, err := s.cfg.Reserve(ctx, int64(n))
+			if err != nil {
+				return nil, err
+			}
+			release = r
+			return make([]byte, n), nil
+		})
+	}
 	var reply []byte
 	for {
 		dr.atBoundary = br.Buffered() == 0
@@ -113,6 +130,8 @@ func (s *Server) serveConn(conn net.Conn) {
 		case lmproto.CmdPut:
 			op = "put"
 			s.mem.Put(ctx, req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
+			release() // stored (and counted as such) or dropped
+			release = func() {}
 			s.metrics.BytesIn.WithLabelValues("lm").Add(float64(len(req.Value)))
 		case lmproto.CmdGet:
 			op = "get"
