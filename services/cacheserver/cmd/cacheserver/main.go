@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string) error {
 	tlsKey := fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
 	tlsClientCA := fs.String("tls-client-ca-file", "", "PEM CA bundle: RESP and HTTP clients must present a certificate it signed (mutual TLS)")
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
-	goMemLimit := fs.Int64("go-memory-limit-bytes", 0, "the Go runtime's soft memory limit; 0: GOMEMLIMIT if set, else 90% of the container's cgroup memory limit, else 1.2 x --memory-capacity-bytes + 48 MiB")
+	goMemLimit := fs.Int64("go-memory-limit-bytes", 0, "the Go runtime's soft memory limit; 0: GOMEMLIMIT if set, else 90% of the container's cgroup memory limit, else 1.125 x --memory-capacity-bytes + 32 MiB")
 	incoming := fs.Int64("incoming-bytes", 0, "lm:// PUT values being received at once, counted against --memory-capacity-bytes (more wait their turn); 0: a quarter of it")
 	writeBehind := fs.Int64("write-behind-bytes", 0, "objects evicted from memory waiting for the disk tier, counted against --memory-capacity-bytes (beyond it they are dropped); 0: an eighth of it")
 	maxConns := fs.Int("max-connections", 1024, "open connections per listener (lm://, RESP, peers); more wait in the accept backlog")
@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	limit, source, err := memlimit.Choose(os.LookupEnv, "/", *goMemLimit, *memCap+*memCap/5+48<<20)
+	limit, source, err := memlimit.Choose(os.LookupEnv, "/", *goMemLimit, *memCap+*memCap/8+32<<20)
 	if err != nil {
 		return err
 	}

@@ -223,7 +223,14 @@ func objectName(key string) string {
 }
 
 func encodeObject(key string, obj *Object) []byte {
-	b := make([]byte, 0, 4+2+len(key)+36+8+8+len(obj.Value)+4)
+	b := append(encodeHeader(key, obj), obj.Value...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// encodeHeader is a file's bytes before the value. Put writes it, the
+// value and the checksum in turn, so a value is never copied to be written.
+func encodeHeader(key string, obj *Object) []byte {
+	b := make([]byte, 0, 4+2+len(key)+36+8+8)
 	b = append(b, diskMagic...)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(key)))
 	b = append(b, key...)
@@ -232,9 +239,7 @@ func encodeObject(key string, obj *Object) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(obj.Expires))
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(obj.Value)))
-	b = append(b, obj.Value...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint64(b, uint64(len(obj.Value)))
 }
 
 var errCorrupt = errors.New("disk tier: corrupt object")
@@ -245,12 +250,15 @@ func readObject(path string) (string, *Object, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return decodeObject(b)
+	return decode(b, false) // b is ours: the value may alias it
 }
 
 // decodeObject verifies and decodes one file's bytes, either version. The
 // returned value is a copy: b may be reused.
-func decodeObject(b []byte) (string, *Object, error) {
+func decodeObject(b []byte) (string, *Object, error) { return decode(b, true) }
+
+// decode is decodeObject; with clone false the value aliases b.
+func decode(b []byte, clone bool) (string, *Object, error) {
 	if len(b) < 4+2+36+8+4 {
 		return "", nil, errCorrupt
 	}
@@ -284,7 +292,10 @@ func decodeObject(b []byte) (string, *Object, error) {
 	if uint64(len(body)-p) != n {
 		return "", nil, errCorrupt
 	}
-	obj.Value = bytes.Clone(body[p:])
+	obj.Value = body[p:len(body):len(body)]
+	if clone {
+		obj.Value = bytes.Clone(obj.Value)
+	}
 	return key, obj, nil
 }
 
@@ -293,10 +304,13 @@ func decodeObject(b []byte) (string, *Object, error) {
 // so the directory stays within capacity while both it and the file it
 // replaces exist.
 func (d *Disk) Put(key string, obj *Object) error {
-	data := encodeObject(key, obj)
-	size := blocks(int64(len(data)))
+	hdr := encodeHeader(key, obj)
+	sum := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, obj.Value)
+	data := [][]byte{hdr, obj.Value, binary.LittleEndian.AppendUint32(nil, sum)}
+	n := int64(len(hdr) + len(obj.Value) + 4)
+	size := blocks(n)
 	if size > d.capacity {
-		return fmt.Errorf("disk tier: object of %d bytes exceeds the capacity", len(data))
+		return fmt.Errorf("disk tier: object of %d bytes exceeds the capacity", n)
 	}
 	d.mu.Lock()
 	d.evictLocked(size)
@@ -322,7 +336,7 @@ func (d *Disk) Put(key string, obj *Object) error {
 }
 
 // write puts data in place under key's name through a temporary file.
-func (d *Disk) write(key string, data []byte) error {
+func (d *Disk) write(key string, data [][]byte) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(d.dir, ".tmp-"+hex.EncodeToString(rnd[:]))
@@ -347,14 +361,16 @@ func (d *Disk) touchLocked(key string) {
 	}
 }
 
-func writeFile(path string, data []byte) error {
+func writeFile(path string, data [][]byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
+	for _, b := range data {
+		if _, err := f.Write(b); err != nil {
+			_ = f.Close()
+			return err
+		}
 	}
 	return f.Close()
 }
