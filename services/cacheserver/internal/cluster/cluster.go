@@ -316,6 +316,7 @@ type health struct {
 	failures  int
 	backoff   time.Duration
 	downUntil time.Time
+	probing   bool
 }
 
 // allow reports whether a request may go to the peer now.
@@ -329,21 +330,25 @@ func (h *health) allow(now time.Time) bool {
 		return false
 	}
 	h.downUntil = now.Add(h.probe) // this request probes; the rest keep skipping
+	h.probing = true
 	return true
 }
 
-// record notes a forward's outcome.
+// record notes a forward's outcome. Only the failure that ejects the peer
+// and a failed probe set the backoff: requests already in flight when the
+// peer was ejected fail too, and must not double it each.
 func (h *health) record(now time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err == nil || errors.Is(err, lmproto.ErrMiss) {
-		h.failures, h.backoff = 0, 0
+		h.failures, h.backoff, h.probing = 0, 0, false
 		return
 	}
 	h.failures++
-	if h.failures < h.eject {
+	if h.failures != h.eject && !h.probing {
 		return
 	}
+	h.probing = false
 	h.backoff = min(max(2*h.backoff, h.min), h.max)
 	h.downUntil = now.Add(h.backoff)
 }

@@ -101,7 +101,13 @@ func (s *Server) serveConn(conn net.Conn) {
 	defer func() { release() }()
 	if s.cfg.Reserve != nil {
 		rd.SetAlloc(func(n int) ([]byte, error) {
-			r, err := s.cfg.Reserve(ctx, int64(n))
+			// Room is waited for no longer than a read may stall: a client
+			// that holds its reservation by sending slowly delays other
+			// PUTs by at most that, then they fail (and close) rather than
+			// queue forever.
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.IOTimeout)
+			defer cancel()
+			r, err := s.cfg.Reserve(rctx, int64(n))
 			if err != nil {
 				return nil, err
 			}
