@@ -42,9 +42,12 @@ type Disk struct {
 	// for before they are, so the directory never holds more than
 	// capacity even mid-write.
 	reserved int64
-	// touched records the keys written or deleted while Load runs (nil
-	// after): Load leaves those as they are.
+	// touched records the files (names) of keys written or deleted while
+	// Load runs (nil after): Load leaves those as they are.
 	touched map[string]struct{}
+	// tmpPrefix names this process's temporary files, so Load deletes
+	// only those an earlier process left, not writes running beside it.
+	tmpPrefix string
 
 	hits, misses, evictions, corrupt, writeErrors, expired atomic.Uint64
 
@@ -94,8 +97,10 @@ func NewDisk(dir string, capacity int64, now func() time.Time) (*Disk, error) {
 	if now == nil {
 		now = time.Now
 	}
+	var session [4]byte
+	_, _ = rand.Read(session[:])
 	return &Disk{dir: dir, capacity: capacity, clock: now, items: map[string]*list.Element{}, lru: list.New(),
-		touched: map[string]struct{}{}}, nil
+		touched: map[string]struct{}{}, tmpPrefix: ".tmp-" + hex.EncodeToString(session[:]) + "-"}, nil
 }
 
 // Load indexes the objects already in the directory from their names and
@@ -119,18 +124,18 @@ func (d *Disk) Load() error {
 	for _, e := range entries {
 		path := filepath.Join(d.dir, e.Name())
 		switch {
-		case strings.HasPrefix(e.Name(), ".tmp-"):
-			_ = os.Remove(path) // a write that never finished
+		case strings.HasPrefix(e.Name(), ".tmp-") && !strings.HasPrefix(e.Name(), d.tmpPrefix):
+			_ = os.Remove(path) // a write that never finished, before this process
 		case strings.HasSuffix(e.Name(), ".obj"):
 			key, expires, size, mtime, err := d.readHeader(path)
 			if err != nil || objectName(key) != e.Name() {
 				d.corrupt.Add(1)
-				_ = os.Remove(path)
+				d.removeUntouched(e.Name())
 				continue
 			}
 			if expires != 0 && d.now() >= expires {
 				d.expired.Add(1)
-				_ = os.Remove(path)
+				d.removeUntouched(e.Name())
 				continue
 			}
 			objs = append(objs, found{key, size, mtime, expires})
@@ -141,7 +146,7 @@ func (d *Disk) Load() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, o := range objs {
-		if _, ok := d.touched[o.key]; ok {
+		if _, ok := d.touched[objectName(o.key)]; ok {
 			continue // written or deleted since: that change stands
 		}
 		d.items[o.key] = d.lru.PushBack(&diskEntry{key: o.key, size: blocks(o.size), expires: o.expires})
@@ -150,6 +155,16 @@ func (d *Disk) Load() error {
 	d.touched = nil
 	d.evictLocked(0)
 	return nil
+}
+
+// removeUntouched deletes the file name found bad by Load, unless a write
+// or delete since has made it another file.
+func (d *Disk) removeUntouched(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.touched[name]; !ok {
+		_ = os.Remove(filepath.Join(d.dir, name))
+	}
 }
 
 // readHeader reads one file's header: its key and expiry, and checks that
@@ -339,7 +354,7 @@ func (d *Disk) Put(key string, obj *Object) error {
 func (d *Disk) write(key string, data [][]byte) error {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(d.dir, ".tmp-"+hex.EncodeToString(rnd[:]))
+	tmp := filepath.Join(d.dir, d.tmpPrefix+hex.EncodeToString(rnd[:]))
 	if err := writeFile(tmp, data); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("disk tier: write %s: %w", tmp, err)
@@ -357,7 +372,7 @@ func (d *Disk) write(key string, data [][]byte) error {
 // touchLocked records that key changed while Load runs.
 func (d *Disk) touchLocked(key string) {
 	if d.touched != nil {
-		d.touched[key] = struct{}{}
+		d.touched[objectName(key)] = struct{}{}
 	}
 }
 
