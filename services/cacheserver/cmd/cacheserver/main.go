@@ -73,7 +73,7 @@ func run(ctx context.Context, args []string) error {
 	writeBehind := fs.Int64("write-behind-bytes", 0, "objects evicted from memory waiting for the disk tier, counted against --memory-capacity-bytes (beyond it they are dropped); 0: an eighth of it")
 	maxConns := fs.Int("max-connections", 1024, "open connections per listener (lm://, RESP, peers); more wait in the accept backlog")
 	diskDir := fs.String("disk-dir", "", "directory of the disk tier (objects evicted from memory are written behind here, promoted back on a hit); empty: memory only")
-	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds")
+	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds, counted in 4 KiB blocks with the file being written included (give its volume a few MiB more)")
 	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
 	pprofAddr := fs.String("pprof-listen", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
@@ -88,6 +88,9 @@ func run(ctx context.Context, args []string) error {
 			return nil
 		}
 		return err
+	}
+	if *maxConns < 1 {
+		return fmt.Errorf("--max-connections %d: want 1 or more", *maxConns)
 	}
 	if *ttl < 0 {
 		return fmt.Errorf("--ttl %v: want 0 (no expiry) or more", *ttl)
