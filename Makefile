@@ -12,6 +12,7 @@
 #   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
 #   make bench-index       kvaware index ingest/lookup/memory -> bench/results/kv_index.json
 #   make bench-l2          cache server vs Redis throughput -> bench/results/l2_throughput.json
+#   make bench-cacheserver-memory  cache server peak RSS vs its capacity (and Redis) -> bench/results/cacheserver_memory.json
 #   make demo              two simulated workers on loopback, a few requests
 #   make tools             install what lint and tests need (cached outside the repo)
 #   make clean             remove bin/, dist/, leftover test containers and images
@@ -152,6 +153,11 @@ bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> 
 	@scripts/install-tools.sh redis
 	$(GO) run ./tools/cmd/bench-l2
 
+.PHONY: bench-cacheserver-memory
+bench-cacheserver-memory: ## cache server peak RSS under 64-connection PUT/GET churn vs 1.25 x capacity + 64 MiB, and Redis -> bench/results/cacheserver_memory.json
+	@scripts/install-tools.sh redis
+	$(GO) run ./tools/cmd/bench-cacheserver-memory
+
 # LMCache L1 per worker for bench-routing, GB: an 8-GPU H100 server has 2 TB of
 # host RAM, so 100 GB per GPU worker is a production size (LMCache's built-in
 # default, 5 GB, is a placeholder; docs/benchmarks.md has both).
@@ -162,7 +168,7 @@ bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every 
 	$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 --l1-gb $(ROUTING_L1_GB) $(if $(TRACE),--trace $(TRACE))
 
 .PHONY: bench
-bench: bench-router bench-index bench-l2 bench-routing ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
+bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
 	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md
 
 .PHONY: images

@@ -148,8 +148,15 @@ type Request struct {
 type Reader struct {
 	r      io.Reader
 	max    int
+	alloc  func(n int) ([]byte, error)
 	header [RequestHeaderSize]byte
 }
+
+// SetAlloc makes the reader take a PUT's value buffer from alloc, called
+// once the announced length has passed the maxValue check: a server
+// counts it against its memory (and may make the connection wait for
+// room). An alloc error ends Next with that error.
+func (r *Reader) SetAlloc(alloc func(n int) ([]byte, error)) { r.alloc = alloc }
 
 // NewReader reads requests from r; PUT values over maxValue bytes (<= 0:
 // DefaultMaxValueLen) are a protocol error.
@@ -182,7 +189,11 @@ func (r *Reader) Next() (*Request, error) {
 		if h.Length < 0 || int(h.Length) > r.max {
 			return nil, fmt.Errorf("%w: PUT of %d bytes (limit %d)", ErrProtocol, h.Length, r.max)
 		}
-		req.Value = make([]byte, h.Length)
+		if r.alloc == nil {
+			req.Value = make([]byte, h.Length)
+		} else if req.Value, err = r.alloc(int(h.Length)); err != nil {
+			return nil, fmt.Errorf("lmproto: PUT of %d bytes: %w", h.Length, err)
+		}
 		if n, err := io.ReadFull(r.r, req.Value); err != nil {
 			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, n, h.Length, err)
 		}

@@ -7,6 +7,7 @@ require github.com/warmpath/warmpath/libs v0.0.0
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/redis/go-redis/v9 v9.23.0
+	golang.org/x/net v0.62.0
 )
 
 require (
@@ -27,7 +28,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect

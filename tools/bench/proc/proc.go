@@ -35,6 +35,9 @@ type Process struct {
 // Name is the process's name in errors and its log file's base name.
 func (p *Process) Name() string { return p.name }
 
+// Pid is the process's id (benchmarks read its /proc entries).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 

@@ -13,12 +13,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/netutil"
 
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
@@ -26,6 +29,7 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/memlimit"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/resp"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
@@ -33,13 +37,17 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cacheserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// run serves until ctx ends or a listener fails.
+func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cacheserver", flag.ContinueOnError)
 	lmListen := fs.String("lm-listen", "0.0.0.0:65432", "address for LMCache's lm:// protocol")
 	peerListen := fs.String("peer-listen", "", "cluster mode: lm:// address peers forward to (serves this node's store only); empty: no cluster")
@@ -48,6 +56,9 @@ func run() error {
 	peersDNS := fs.String("peers-dns", "", "cluster mode: a headless Service name whose addresses are the peers (port: --peer-listen's)")
 	peersEvery := fs.Duration("peers-refresh", 10*time.Second, "how often --peers-dns is resolved again")
 	replicas := fs.Int("replicas", 1, "cluster mode: nodes holding each key (1 or 2)")
+	peerTimeout := fs.Duration("peer-timeout", 500*time.Millisecond, "cluster mode: deadline of one forwarded request (what a hung peer costs a request before it is ejected)")
+	peerEject := fs.Int("peer-eject-failures", 3, "cluster mode: consecutive failed forwards after which a peer is skipped (its keys are misses) for a backoff")
+	peerBackoff := fs.Duration("peer-backoff-max", 30*time.Second, "cluster mode: longest a failing peer is skipped (the backoff starts at 1s and doubles per failed probe)")
 	respListen := fs.String("resp-listen", "0.0.0.0:6379", "address for RESP (Redis protocol): LMCache's redis connector, redis-cli, go-redis")
 	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (or the password itself in "+envPassword+"; default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
@@ -57,8 +68,12 @@ func run() error {
 	tlsKey := fs.String("tls-key-file", "", "PEM private key of --tls-cert-file")
 	tlsClientCA := fs.String("tls-client-ca-file", "", "PEM CA bundle: RESP and HTTP clients must present a certificate it signed (mutual TLS)")
 	memCap := fs.Int64("memory-capacity-bytes", 4<<30, "bytes the memory tier holds, per-entry overhead included")
+	goMemLimit := fs.Int64("go-memory-limit-bytes", 0, "the Go runtime's soft memory limit; 0: GOMEMLIMIT if set, else 90% of the container's cgroup memory limit, else 1.125 x --memory-capacity-bytes + 32 MiB")
+	incoming := fs.Int64("incoming-bytes", 0, "lm:// PUT values being received at once, counted against --memory-capacity-bytes (more wait their turn); 0: a quarter of it")
+	writeBehind := fs.Int64("write-behind-bytes", 0, "objects evicted from memory waiting for the disk tier, counted against --memory-capacity-bytes (beyond it they are dropped); 0: an eighth of it")
+	maxConns := fs.Int("max-connections", 1024, "open connections per listener (lm://, RESP, peers); more wait in the accept backlog")
 	diskDir := fs.String("disk-dir", "", "directory of the disk tier (objects evicted from memory are written behind here, promoted back on a hit); empty: memory only")
-	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds")
+	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds, counted in 4 KiB blocks with the file being written included (give its volume a few MiB more)")
 	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
 	pprofAddr := fs.String("pprof-listen", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
@@ -68,11 +83,14 @@ func run() error {
 	if err := flagenv.Apply(fs, "WARMPATH_CACHESERVER_"); err != nil {
 		return err
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if *maxConns < 1 {
+		return fmt.Errorf("--max-connections %d: want 1 or more", *maxConns)
 	}
 	if *ttl < 0 {
 		return fmt.Errorf("--ttl %v: want 0 (no expiry) or more", *ttl)
@@ -81,25 +99,34 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	if *pprofAddr != "" {
 		go httpserve.ServePprof(ctx, *pprofAddr, log)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl})
+	limit, source, err := memlimit.Choose(os.LookupEnv, "/", *goMemLimit, *memCap+*memCap/8+32<<20)
+	if err != nil {
+		return err
+	}
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
+	log.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", source)
+	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl, ReserveLimit: *incoming})
 	var mem store.Store = memory
+	var ready atomic.Bool
+	ready.Store(true)
+	var disk *store.Disk
 	if *diskDir != "" {
-		disk, err := store.OpenDisk(*diskDir, *diskCap, nil)
-		if err != nil {
+		// The disk tier's index loads after the listeners are open (below):
+		// a large tier then delays readiness, not the liveness probe.
+		if disk, err = store.NewDisk(*diskDir, *diskCap, nil); err != nil {
 			return err
 		}
-		tiered := store.NewTiered(ctx, memory, disk, 1024, log)
+		ready.Store(false)
+		tiered := store.NewTiered(ctx, memory, disk, *writeBehind, log)
 		defer tiered.Wait() // drain the write-behind queue on the way out
 		mem = tiered
-		log.Info("disk tier", "dir", *diskDir, "capacity_bytes", *diskCap, "objects", disk.Stats().Objects)
 	}
 	m := metrics.New(reg, mem)
 
@@ -112,6 +139,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen resp: %w", err)
 	}
+	// Each connection costs buffers and, mid-request, a value: a cap keeps
+	// a connection storm from turning into memory.
+	lmLn, respLn = netutil.LimitListener(lmLn, *maxConns), netutil.LimitListener(respLn, *maxConns)
 	password, err := secret(*passwordFile, envPassword)
 	if err != nil {
 		return err
@@ -135,19 +165,21 @@ func run() error {
 		respLn, httpLn = tls.NewListener(respLn, tlsCfg), tls.NewListener(httpLn, tlsCfg)
 		log.Info("tls on resp and http", "cert", *tlsCert, "client_ca", *tlsClientCA)
 	}
-	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth}, mem, m, reg), log)
-	errc := make(chan error, 5)
+	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load}, mem, m, reg), log)
+	errc := make(chan error, 6)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
 	if *peerListen != "" {
 		peerLn, err := lc.Listen(ctx, "tcp", *peerListen)
 		if err != nil {
 			return fmt.Errorf("listen peers: %w", err)
 		}
+		peerLn = netutil.LimitListener(peerLn, *maxConns)
 		self := *advertise
 		if self == "" {
 			self = peerLn.Addr().String()
 		}
-		cl := cluster.New(cluster.Config{Self: self, Replicas: *replicas, MaxValueBytes: *maxValue}, mem, m.Forwarded)
+		cl := cluster.New(cluster.Config{Self: self, Replicas: *replicas, MaxValueBytes: *maxValue,
+			Timeout: *peerTimeout, FailuresToEject: *peerEject, MaxBackoff: *peerBackoff}, mem, m.Forwarded)
 		if *peers != "" {
 			cl.SetPeers(strings.Split(*peers, ","))
 		}
@@ -156,17 +188,28 @@ func run() error {
 		}
 		backend = cl
 		go func() {
-			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
+			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
 		}()
 		log.Info("cluster mode", "self", self, "replicas", *replicas)
 	}
 	go func() {
-		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, backend, m, log).Serve(ctx, lmLn)
+		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, backend, m, log).Serve(ctx, lmLn)
 	}()
 	go func() {
 		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
+	if disk != nil {
+		go func() {
+			start := time.Now()
+			if err := disk.Load(); err != nil {
+				errc <- err
+				return
+			}
+			ready.Store(true)
+			log.Info("disk tier loaded", "dir", *diskDir, "capacity_bytes", *diskCap, "objects", disk.Stats().Objects, "took", time.Since(start).String())
+		}()
+	}
 	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())
 	select {
 	case <-ctx.Done():

@@ -4,12 +4,15 @@
 // (one hop, pooled connections), so a worker talking to its node-local
 // server reads KV written through any node. A membership change moves only
 // the keys whose owner changed; a peer that fails costs a miss, never an
-// error.
+// error, and a peer that keeps failing is skipped for a backoff (see
+// Config.FailuresToEject) so a dead or hung peer costs a fast miss rather
+// than a timeout per request.
 package cluster
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -31,8 +34,18 @@ type Config struct {
 	Replicas int
 	// ConnsPerPeer bounds the pooled lm:// connections to one peer (8).
 	ConnsPerPeer int
-	// Timeout bounds one forwarded request (2s).
+	// Timeout bounds one forwarded request (500ms): it is what a hung peer
+	// costs a request before the peer is ejected.
 	Timeout time.Duration
+	// FailuresToEject is how many consecutive failed forwards mark a peer
+	// down (3). A down peer is skipped (its keys are misses) for a backoff
+	// that starts at Backoff (1s) and doubles, up to MaxBackoff (30s), each
+	// time the one probe let through after it fails; a forward that
+	// succeeds brings the peer back.
+	FailuresToEject     int
+	Backoff, MaxBackoff time.Duration
+	// Now is the clock backoffs are measured on (time.Now when nil).
+	Now func() time.Time
 	// MaxValueBytes bounds a forwarded GET's value.
 	MaxValueBytes int
 }
@@ -59,7 +72,19 @@ func New(cfg Config, local store.Store, forwarded *prometheus.CounterVec) *Clust
 		cfg.ConnsPerPeer = 8
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Second
+		cfg.Timeout = 500 * time.Millisecond
+	}
+	if cfg.FailuresToEject <= 0 {
+		cfg.FailuresToEject = 3
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.MaxBackoff < cfg.Backoff {
+		cfg.MaxBackoff = max(30*time.Second, cfg.Backoff)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Cluster{cfg: cfg, local: local, forwarded: forwarded, peers: []string{cfg.Self}, pools: map[string]*pool{}}
 }
@@ -167,7 +192,13 @@ func (c *Cluster) Get(ctx context.Context, key string) (*store.Object, bool) {
 		if o == c.cfg.Self {
 			continue
 		}
-		val, meta, err := c.pool(o).get(ctx, key)
+		p := c.pool(o)
+		if !p.health.allow(c.cfg.Now()) {
+			c.forwarded.WithLabelValues("get", "skipped").Inc()
+			continue
+		}
+		val, meta, err := p.get(ctx, key)
+		p.health.record(c.cfg.Now(), err)
 		switch {
 		case err == nil:
 			c.forwarded.WithLabelValues("get", "hit").Inc()
@@ -190,7 +221,14 @@ func (c *Cluster) Put(ctx context.Context, key string, obj *store.Object) bool {
 			stored = c.local.Put(key, obj) || stored
 			continue
 		}
-		if err := c.pool(o).put(ctx, key, obj); err != nil {
+		p := c.pool(o)
+		if !p.health.allow(c.cfg.Now()) {
+			c.forwarded.WithLabelValues("put", "skipped").Inc()
+			continue
+		}
+		err := p.put(ctx, key, obj)
+		p.health.record(c.cfg.Now(), err)
+		if err != nil {
 			c.forwarded.WithLabelValues("put", "error").Inc()
 			continue
 		}
@@ -209,7 +247,13 @@ func (c *Cluster) Contains(ctx context.Context, key string) bool {
 			}
 			continue
 		}
-		ok, err := c.pool(o).exist(ctx, key)
+		p := c.pool(o)
+		if !p.health.allow(c.cfg.Now()) {
+			c.forwarded.WithLabelValues("exist", "skipped").Inc()
+			continue
+		}
+		ok, err := p.exist(ctx, key)
+		p.health.record(c.cfg.Now(), err)
 		switch {
 		case err != nil:
 			c.forwarded.WithLabelValues("exist", "error").Inc()
@@ -223,14 +267,18 @@ func (c *Cluster) Contains(ctx context.Context, key string) bool {
 	return false
 }
 
-// pool is a bounded set of lm:// clients to one peer.
+// pool is a bounded set of lm:// clients to one peer, and the peer's
+// health.
 type pool struct {
-	idle chan *lmproto.Client
-	mk   func() *lmproto.Client
+	idle    chan *lmproto.Client
+	mk      func() *lmproto.Client
+	timeout time.Duration
+	health  health
 }
 
 func newPool(addr string, cfg Config) *pool {
-	p := &pool{idle: make(chan *lmproto.Client, cfg.ConnsPerPeer)}
+	p := &pool{idle: make(chan *lmproto.Client, cfg.ConnsPerPeer), timeout: cfg.Timeout,
+		health: health{eject: cfg.FailuresToEject, min: cfg.Backoff, max: cfg.MaxBackoff, probe: cfg.Timeout}}
 	p.mk = func() *lmproto.Client { return lmproto.Dial(addr, cfg.Timeout, cfg.MaxValueBytes) }
 	for range cfg.ConnsPerPeer {
 		p.idle <- p.mk()
@@ -238,15 +286,71 @@ func newPool(addr string, cfg Config) *pool {
 	return p
 }
 
+// with runs f on an idle client under the forward deadline, derived from
+// the request's context so a request given up on stops its forward too.
+// Waiting for an idle client counts against the deadline: a pool whose
+// clients all hang on a peer fails the next request in time too.
 func (p *pool) with(ctx context.Context, f func(*lmproto.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
 	var c *lmproto.Client
 	select {
 	case c = <-p.idle:
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("cluster: no idle connection to the peer: %w", ctx.Err())
 	}
 	defer func() { p.idle <- c }()
 	return f(c)
+}
+
+// health ejects a failing peer: after eject consecutive failures it is
+// down for a backoff; when that ends one request probes it (the others
+// still skip it for up to probe, the forward deadline), and a failed probe
+// doubles the backoff up to max. Any success resets it. A miss is a
+// success: the peer answered.
+type health struct {
+	eject     int
+	min, max  time.Duration
+	probe     time.Duration
+	mu        sync.Mutex
+	failures  int
+	backoff   time.Duration
+	downUntil time.Time
+	probing   bool
+}
+
+// allow reports whether a request may go to the peer now.
+func (h *health) allow(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failures < h.eject {
+		return true
+	}
+	if now.Before(h.downUntil) {
+		return false
+	}
+	h.downUntil = now.Add(h.probe) // this request probes; the rest keep skipping
+	h.probing = true
+	return true
+}
+
+// record notes a forward's outcome. Only the failure that ejects the peer
+// and a failed probe set the backoff: requests already in flight when the
+// peer was ejected fail too, and must not double it each.
+func (h *health) record(now time.Time, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err == nil || errors.Is(err, lmproto.ErrMiss) {
+		h.failures, h.backoff, h.probing = 0, 0, false
+		return
+	}
+	h.failures++
+	if h.failures != h.eject && !h.probing {
+		return
+	}
+	h.probing = false
+	h.backoff = min(max(2*h.backoff, h.min), h.max)
+	h.downUntil = now.Add(h.backoff)
 }
 
 func (p *pool) get(ctx context.Context, key string) ([]byte, lmproto.Meta, error) {

@@ -5,8 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -209,5 +212,131 @@ func TestReplicationAndMembership(t *testing.T) {
 	}
 	if moved < 150 || moved > 350 {
 		t.Fatalf("%d of 1000 keys moved to the new node, want about 250", moved)
+	}
+}
+
+// blackhole accepts connections and, while dead, never answers them;
+// while alive it relays them to a real node's peer listener. It stands for
+// a peer that hangs, then recovers, at one fixed address.
+type blackhole struct {
+	addr  string
+	alive atomic.Bool
+}
+
+func newBlackhole(t *testing.T, ctx context.Context, backend string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	context.AfterFunc(ctx, func() { _ = ln.Close() })
+	b := &blackhole{addr: ln.Addr().String()}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			context.AfterFunc(ctx, func() { _ = c.Close() })
+			if !b.alive.Load() {
+				continue // held open, never read: a hung peer
+			}
+			go func() {
+				var d net.Dialer
+				up, err := d.DialContext(ctx, "tcp", backend)
+				if err != nil {
+					_ = c.Close()
+					return
+				}
+				go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+				_, _ = io.Copy(c, up)
+				_ = c.Close()
+			}()
+		}
+	}()
+	return b
+}
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) Add(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// TestHungPeerIsEjected: a peer that accepts and never answers costs the
+// forward deadline for its first few failures, then is skipped (a miss in
+// well under the deadline) until its backoff ends; once it answers again
+// it serves its keys again.
+func TestHungPeerIsEjected(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	peerMem := store.NewMemory(64<<20, store.Options{})
+	pm := metrics.New(prometheus.NewRegistry(), peerMem)
+	hole := newBlackhole(t, ctx, serve(t, ctx, cluster.Local{Mem: peerMem}, pm))
+
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	mem := store.NewMemory(64<<20, store.Options{})
+	m := metrics.New(prometheus.NewRegistry(), mem)
+	const timeout = 100 * time.Millisecond
+	cl := cluster.New(cluster.Config{Self: "self:1", Timeout: timeout, FailuresToEject: 2,
+		Backoff: time.Second, MaxBackoff: 4 * time.Second, Now: clock.Now}, mem, m.Forwarded)
+	cl.SetPeers([]string{hole.addr})
+	var key string
+	for k := range 100 {
+		if key = fmt.Sprintf("k%d", k); cl.Owners(key)[0] == hole.addr {
+			break
+		}
+	}
+	peerMem.Put(key, &store.Object{Value: []byte("v")})
+
+	get := func() (bool, time.Duration) {
+		t0 := time.Now()
+		_, ok := cl.Get(ctx, key)
+		return ok, time.Since(t0)
+	}
+	for i := range 2 {
+		if ok, took := get(); ok || took < timeout/2 {
+			t.Fatalf("failure %d: hit %v after %v; want a miss after about the %v deadline", i, ok, took, timeout)
+		}
+	}
+	for i := range 20 {
+		if ok, took := get(); ok || took > timeout/4 {
+			t.Fatalf("ejected peer, request %d: hit %v after %v; want a fast miss", i, ok, took)
+		}
+	}
+	if got := testutil.ToFloat64(m.Forwarded.WithLabelValues("get", "skipped")); got != 20 {
+		t.Fatalf("skipped forwards counted %v, want 20", got)
+	}
+
+	// Still hung when the backoff ends: one probe fails and the backoff
+	// doubles (1s -> 2s), so 1.5s later the peer is still skipped.
+	clock.Add(time.Second)
+	if ok, took := get(); ok || took < timeout/2 {
+		t.Fatalf("probe after the backoff: hit %v after %v; want a slow miss", ok, took)
+	}
+	clock.Add(1500 * time.Millisecond)
+	if ok, took := get(); ok || took > timeout/4 {
+		t.Fatalf("within the doubled backoff: hit %v after %v; want a fast miss", ok, took)
+	}
+
+	// Recovered: after the backoff the probe succeeds and the peer stays in.
+	hole.alive.Store(true)
+	clock.Add(time.Second)
+	for i := range 3 {
+		if ok, _ := get(); !ok {
+			t.Fatalf("recovered peer, request %d: miss; want its key", i)
+		}
 	}
 }

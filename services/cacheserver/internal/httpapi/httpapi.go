@@ -32,6 +32,10 @@ type Config struct {
 	// Prometheus scrape config rarely carries the cache server's token,
 	// and the metrics hold no keys or values.
 	ProtectMetrics bool
+	// Ready reports whether the server is ready for traffic; /readyz
+	// answers 503 until it is (the disk tier's index is loading). Nil:
+	// always ready.
+	Ready func() bool
 }
 
 // Handler returns the HTTP API over mem.
@@ -40,7 +44,13 @@ func Handler(cfg Config, mem store.Store, m *metrics.Metrics, reg *prometheus.Re
 	h := &api{mem: mem, metrics: m, max: cfg.MaxValueBytes}
 	guard := func(f http.HandlerFunc) http.Handler { return bearer(cfg.Token, m, f) }
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if cfg.Ready != nil && !cfg.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	if cfg.ProtectMetrics {
 		metricsHandler = bearer(cfg.Token, m, metricsHandler)

@@ -28,6 +28,11 @@ type Config struct {
 	// IOTimeout bounds reading a request's rest once its header began, and
 	// writing a reply (30s).
 	IOTimeout time.Duration
+	// Reserve, when set, is asked for room for a PUT's value before its
+	// buffer is allocated (the memory tier's Reserve: values being
+	// received count against its capacity); the room is given back once
+	// the value is stored or dropped.
+	Reserve func(ctx context.Context, n int64) (release func(), err error)
 }
 
 // Backend is where requests go: the local store, or the cluster that
@@ -85,9 +90,31 @@ func (d *deadlineReader) Read(p []byte) (int, error) {
 
 func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
+	// Every request on the connection gets this context; in cluster mode
+	// a forward to a peer derives its deadline from it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout, atBoundary: true}
 	br := bufio.NewReaderSize(dr, 64<<10)
 	rd := lmproto.NewReader(br, s.cfg.MaxValueBytes)
+	release := func() {}
+	defer func() { release() }()
+	if s.cfg.Reserve != nil {
+		rd.SetAlloc(func(n int) ([]byte, error) {
+			// Room is waited for no longer than a read may stall: a client
+			// that holds its reservation by sending slowly delays other
+			// PUTs by at most that, then they fail (and close) rather than
+			// queue forever.
+			rctx, cancel := context.WithTimeout(ctx, s.cfg.IOTimeout)
+			defer cancel()
+			r, err := s.cfg.Reserve(rctx, int64(n))
+			if err != nil {
+				return nil, err
+			}
+			release = r
+			return make([]byte, n), nil
+		})
+	}
 	var reply []byte
 	for {
 		dr.atBoundary = br.Buffered() == 0
@@ -108,11 +135,13 @@ func (s *Server) serveConn(conn net.Conn) {
 		switch req.Command {
 		case lmproto.CmdPut:
 			op = "put"
-			s.mem.Put(context.Background(), req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
+			s.mem.Put(ctx, req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
+			release() // stored (and counted as such) or dropped
+			release = func() {}
 			s.metrics.BytesIn.WithLabelValues("lm").Add(float64(len(req.Value)))
 		case lmproto.CmdGet:
 			op = "get"
-			if obj, ok := s.mem.Get(context.Background(), req.Key); ok {
+			if obj, ok := s.mem.Get(ctx, req.Key); ok {
 				meta := obj.Meta
 				meta.Length = int32(len(obj.Value))
 				reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: lmproto.CodeSuccess, Meta: meta})
@@ -125,7 +154,7 @@ func (s *Server) serveConn(conn net.Conn) {
 			op = "exist"
 			code := lmproto.CodeFail
 			result = "miss"
-			if s.mem.Contains(context.Background(), req.Key) {
+			if s.mem.Contains(ctx, req.Key) {
 				code, result = lmproto.CodeSuccess, "hit"
 			}
 			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})

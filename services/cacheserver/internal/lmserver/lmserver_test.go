@@ -180,3 +180,49 @@ func TestDefaultTTL(t *testing.T) {
 		t.Fatalf("expired %d, want 1", got)
 	}
 }
+
+// TestPutValueIsReserved: a PUT's buffer is asked of Config.Reserve, with
+// the announced size, before it is allocated, and given back once stored.
+func TestPutValueIsReserved(t *testing.T) {
+	mem := store.NewMemory(256<<20, store.Options{})
+	m := metrics.New(prometheus.NewRegistry(), mem)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var asked []int64
+	held := int64(0)
+	reserve := func(_ context.Context, n int64) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, n)
+		held += n
+		return func() { mu.Lock(); held -= n; mu.Unlock() }, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = New(Config{MaxValueBytes: 8 << 20, Reserve: reserve}, cluster.Local{Mem: mem}, m, nil).Serve(ctx, ln)
+	}()
+	c := lmproto.Dial(ln.Addr().String(), 2*time.Second, 0)
+	defer c.Close()
+	tests := []struct {
+		key  string
+		size int
+	}{{"small", 10}, {"large", 3 << 20}}
+	for _, tt := range tests {
+		if err := c.Put(ctx, tt.key, lmproto.Meta{}, make([]byte, tt.size)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.Get(ctx, tt.key); err != nil { // served after the PUT: it was stored
+			t.Fatalf("%s: %v", tt.key, err)
+		}
+		mu.Lock()
+		last, h := asked[len(asked)-1], held
+		mu.Unlock()
+		if last != int64(tt.size) || h != 0 {
+			t.Fatalf("%s: reserved %d (want %d), %d still held after the store", tt.key, last, tt.size, h)
+		}
+	}
+}

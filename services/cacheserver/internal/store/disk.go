@@ -38,7 +38,23 @@ type Disk struct {
 	lru   *list.List               // front: most recent
 	bytes int64
 
+	// reserved is the space of temporary files being written: made room
+	// for before they are, so the directory never holds more than
+	// capacity even mid-write.
+	reserved int64
+	// touched records the files (names) of keys written or deleted while
+	// Load runs (nil after): Load leaves those as they are.
+	touched map[string]struct{}
+	// tmpPrefix names this process's temporary files, so Load deletes
+	// only those an earlier process left, not writes running beside it.
+	tmpPrefix string
+
 	hits, misses, evictions, corrupt, writeErrors, expired atomic.Uint64
+
+	// Test hooks: countRead sees the bytes Load reads; beforeRename runs
+	// once a temporary file is written.
+	countRead    func(int)
+	beforeRename func()
 }
 
 type diskEntry struct {
@@ -60,21 +76,44 @@ const (
 )
 
 // OpenDisk opens (creating) dir as a disk tier of capacity bytes and
-// rebuilds its index from the files there: partial writes (temporary files),
-// corrupt objects and expired ones are deleted. Files are read back oldest
-// first, so the LRU order survives a restart approximately. now is the
-// clock expiries are measured against (time.Now when nil).
+// loads its index (NewDisk, then Load).
 func OpenDisk(dir string, capacity int64, now func() time.Time) (*Disk, error) {
+	d, err := NewDisk(dir, capacity, now)
+	if err != nil {
+		return nil, err
+	}
+	return d, d.Load()
+}
+
+// NewDisk opens (creating) dir as a disk tier of capacity bytes with an
+// empty index: it serves what is written from now on at once, and the
+// objects already in dir once Load has indexed them. A server listens (and
+// reports not ready) while Load runs, so a large tier is no crash loop.
+// now is the clock expiries are measured against (time.Now when nil).
+func NewDisk(dir string, capacity int64, now func() time.Time) (*Disk, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("disk tier: %w", err)
 	}
 	if now == nil {
 		now = time.Now
 	}
-	d := &Disk{dir: dir, capacity: capacity, clock: now, items: map[string]*list.Element{}, lru: list.New()}
-	entries, err := os.ReadDir(dir)
+	var session [4]byte
+	_, _ = rand.Read(session[:])
+	return &Disk{dir: dir, capacity: capacity, clock: now, items: map[string]*list.Element{}, lru: list.New(),
+		touched: map[string]struct{}{}, tmpPrefix: ".tmp-" + hex.EncodeToString(session[:]) + "-"}, nil
+}
+
+// Load indexes the objects already in the directory from their names and
+// headers; bodies are not read (a body's checksum is verified when it is
+// read). Partial writes (temporary files), files whose header disagrees
+// with their name or size, and expired objects are deleted. Objects are
+// ranked oldest first by modification time, so the LRU order survives a
+// restart approximately. A key written or deleted while Load runs keeps
+// that change. Call it once.
+func (d *Disk) Load() error {
+	entries, err := os.ReadDir(d.dir)
 	if err != nil {
-		return nil, fmt.Errorf("disk tier: %w", err)
+		return fmt.Errorf("disk tier: load %s: %w", d.dir, err)
 	}
 	type found struct {
 		key            string
@@ -83,36 +122,113 @@ func OpenDisk(dir string, capacity int64, now func() time.Time) (*Disk, error) {
 	}
 	var objs []found
 	for _, e := range entries {
-		path := filepath.Join(dir, e.Name())
+		path := filepath.Join(d.dir, e.Name())
 		switch {
-		case strings.HasPrefix(e.Name(), ".tmp-"):
-			_ = os.Remove(path) // a write that never finished
+		case strings.HasPrefix(e.Name(), ".tmp-") && !strings.HasPrefix(e.Name(), d.tmpPrefix):
+			_ = os.Remove(path) // a write that never finished, before this process
 		case strings.HasSuffix(e.Name(), ".obj"):
-			key, obj, err := readObject(path)
-			info, ierr := e.Info()
-			if err != nil || ierr != nil || objectName(key) != e.Name() {
+			key, expires, size, mtime, err := d.readHeader(path)
+			if err != nil || objectName(key) != e.Name() {
 				d.corrupt.Add(1)
-				_ = os.Remove(path)
+				d.removeUntouched(e.Name())
 				continue
 			}
-			if obj.expired(d.now()) {
+			if expires != 0 && d.now() >= expires {
 				d.expired.Add(1)
-				_ = os.Remove(path)
+				d.removeUntouched(e.Name())
 				continue
 			}
-			objs = append(objs, found{key, info.Size(), info.ModTime().UnixNano(), obj.Expires})
+			objs = append(objs, found{key, size, mtime, expires})
 		}
 	}
-	sort.Slice(objs, func(i, j int) bool { return objs[i].mtime < objs[j].mtime })
-	for _, o := range objs {
-		d.items[o.key] = d.lru.PushFront(&diskEntry{key: o.key, size: o.size, expires: o.expires})
-		d.bytes += o.size
-	}
+	// Newest first, each behind what was written during the load.
+	sort.Slice(objs, func(i, j int) bool { return objs[i].mtime > objs[j].mtime })
 	d.mu.Lock()
-	d.evictLocked()
-	d.mu.Unlock()
-	return d, nil
+	defer d.mu.Unlock()
+	for _, o := range objs {
+		if _, ok := d.touched[objectName(o.key)]; ok {
+			continue // written or deleted since: that change stands
+		}
+		d.items[o.key] = d.lru.PushBack(&diskEntry{key: o.key, size: blocks(o.size), expires: o.expires})
+		d.bytes += blocks(o.size)
+	}
+	d.touched = nil
+	d.evictLocked(0)
+	return nil
 }
+
+// removeUntouched deletes the file name found bad by Load, unless a write
+// or delete since has made it another file.
+func (d *Disk) removeUntouched(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.touched[name]; !ok {
+		_ = os.Remove(filepath.Join(d.dir, name))
+	}
+}
+
+// readHeader reads one file's header: its key and expiry, and checks that
+// the file's size is what the header announces. It reads at most the
+// header's bytes, whatever the body's size.
+func (d *Disk) readHeader(path string) (key string, expires, size, mtime int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, 0, 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", 0, 0, 0, err
+	}
+	var r io.Reader = f
+	if d.countRead != nil {
+		r = countingReader{f, d.countRead}
+	}
+	var fixed [6]byte
+	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+		return "", 0, 0, 0, errCorrupt
+	}
+	expiryLen := 0
+	switch string(fixed[:4]) {
+	case diskMagic:
+		expiryLen = 8
+	case diskMagicV1:
+	default:
+		return "", 0, 0, 0, errCorrupt
+	}
+	kl := int(binary.LittleEndian.Uint16(fixed[4:]))
+	rest := make([]byte, kl+36+expiryLen+8)
+	if _, err := io.ReadFull(r, rest); err != nil {
+		return "", 0, 0, 0, errCorrupt
+	}
+	if expiryLen > 0 {
+		expires = int64(binary.LittleEndian.Uint64(rest[kl+36:]))
+	}
+	n := binary.LittleEndian.Uint64(rest[len(rest)-8:])
+	if want := uint64(6+len(rest)) + n + 4; n > uint64(info.Size()) || want != uint64(info.Size()) {
+		return "", 0, 0, 0, errCorrupt
+	}
+	return string(rest[:kl]), expires, info.Size(), info.ModTime().UnixNano(), nil
+}
+
+// countingReader reports the bytes read through it (tests check that
+// loading reads headers only).
+type countingReader struct {
+	r     io.Reader
+	count func(int)
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.count(n)
+	return n, err
+}
+
+// blockSize is the unit file systems allocate in (ext4, xfs, tmpfs): a file
+// takes its size rounded up to it, which is what the capacity accounts.
+const blockSize = 4096
+
+func blocks(n int64) int64 { return (n + blockSize - 1) / blockSize * blockSize }
 
 func (d *Disk) now() int64 { return d.clock().UnixNano() }
 
@@ -122,7 +238,14 @@ func objectName(key string) string {
 }
 
 func encodeObject(key string, obj *Object) []byte {
-	b := make([]byte, 0, 4+2+len(key)+36+8+8+len(obj.Value)+4)
+	b := append(encodeHeader(key, obj), obj.Value...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// encodeHeader is a file's bytes before the value. Put writes it, the
+// value and the checksum in turn, so a value is never copied to be written.
+func encodeHeader(key string, obj *Object) []byte {
+	b := make([]byte, 0, 4+2+len(key)+36+8+8)
 	b = append(b, diskMagic...)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(key)))
 	b = append(b, key...)
@@ -131,9 +254,7 @@ func encodeObject(key string, obj *Object) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
 	}
 	b = binary.LittleEndian.AppendUint64(b, uint64(obj.Expires))
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(obj.Value)))
-	b = append(b, obj.Value...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint64(b, uint64(len(obj.Value)))
 }
 
 var errCorrupt = errors.New("disk tier: corrupt object")
@@ -144,12 +265,15 @@ func readObject(path string) (string, *Object, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	return decodeObject(b)
+	return decode(b, false) // b is ours: the value may alias it
 }
 
 // decodeObject verifies and decodes one file's bytes, either version. The
 // returned value is a copy: b may be reused.
-func decodeObject(b []byte) (string, *Object, error) {
+func decodeObject(b []byte) (string, *Object, error) { return decode(b, true) }
+
+// decode is decodeObject; with clone false the value aliases b.
+func decode(b []byte, clone bool) (string, *Object, error) {
 	if len(b) < 4+2+36+8+4 {
 		return "", nil, errCorrupt
 	}
@@ -183,55 +307,93 @@ func decodeObject(b []byte) (string, *Object, error) {
 	if uint64(len(body)-p) != n {
 		return "", nil, errCorrupt
 	}
-	obj.Value = bytes.Clone(body[p:])
+	obj.Value = body[p:len(body):len(body)]
+	if clone {
+		obj.Value = bytes.Clone(obj.Value)
+	}
 	return key, obj, nil
 }
 
 // Put writes obj under key: to a temporary file, then renamed into place.
+// Room for the temporary file is made (by eviction) before it is written,
+// so the directory stays within capacity while both it and the file it
+// replaces exist.
 func (d *Disk) Put(key string, obj *Object) error {
-	data := encodeObject(key, obj)
-	if int64(len(data)) > d.capacity {
-		return fmt.Errorf("disk tier: object of %d bytes exceeds the capacity", len(data))
-	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(d.dir, ".tmp-"+hex.EncodeToString(rnd[:]))
-	if err := writeFile(tmp, data); err != nil {
-		_ = os.Remove(tmp)
-		d.writeErrors.Add(1)
-		return fmt.Errorf("disk tier: %w", err)
-	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, objectName(key))); err != nil {
-		_ = os.Remove(tmp)
-		d.writeErrors.Add(1)
-		return fmt.Errorf("disk tier: %w", err)
+	hdr := encodeHeader(key, obj)
+	sum := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, obj.Value)
+	data := [][]byte{hdr, obj.Value, binary.LittleEndian.AppendUint32(nil, sum)}
+	n := int64(len(hdr) + len(obj.Value) + 4)
+	size := blocks(n)
+	if size > d.capacity {
+		return fmt.Errorf("disk tier: object of %d bytes exceeds the capacity", n)
 	}
 	d.mu.Lock()
+	d.evictLocked(size)
+	d.reserved += size
+	d.touchLocked(key)
+	d.mu.Unlock()
+	err := d.write(key, data)
+	d.mu.Lock()
 	defer d.mu.Unlock()
-	if el, ok := d.items[key]; ok {
-		d.bytes -= el.Value.(*diskEntry).size
-		d.lru.Remove(el)
+	d.reserved -= size
+	if err != nil {
+		d.writeErrors.Add(1)
+		return err // the file it would have replaced, if any, is intact
+
 	}
-	d.items[key] = d.lru.PushFront(&diskEntry{key: key, size: int64(len(data)), expires: obj.Expires})
-	d.bytes += int64(len(data))
-	d.evictLocked()
+	if el, ok := d.items[key]; ok {
+		d.removeLocked(el)
+	}
+	d.items[key] = d.lru.PushFront(&diskEntry{key: key, size: size, expires: obj.Expires})
+	d.bytes += size
+	d.evictLocked(0)
 	return nil
 }
 
-func writeFile(path string, data []byte) error {
+// write puts data in place under key's name through a temporary file.
+func (d *Disk) write(key string, data [][]byte) error {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(d.dir, d.tmpPrefix+hex.EncodeToString(rnd[:]))
+	if err := writeFile(tmp, data); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("disk tier: write %s: %w", tmp, err)
+	}
+	if d.beforeRename != nil {
+		d.beforeRename()
+	}
+	if err := os.Rename(tmp, filepath.Join(d.dir, objectName(key))); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("disk tier: rename into place: %w", err)
+	}
+	return nil
+}
+
+// touchLocked records that key changed while Load runs.
+func (d *Disk) touchLocked(key string) {
+	if d.touched != nil {
+		d.touched[objectName(key)] = struct{}{}
+	}
+}
+
+func writeFile(path string, data [][]byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
+	for _, b := range data {
+		if _, err := f.Write(b); err != nil {
+			_ = f.Close()
+			return err
+		}
 	}
 	return f.Close()
 }
 
-func (d *Disk) evictLocked() {
-	for d.bytes > d.capacity {
+// evictLocked evicts least recently used objects until what is stored, the
+// writes in progress and room more bytes fit in the capacity.
+func (d *Disk) evictLocked(room int64) {
+	for d.bytes+d.reserved+room > d.capacity {
 		back := d.lru.Back()
 		if back == nil {
 			return
@@ -314,6 +476,8 @@ func (d *Disk) Delete(key string) bool {
 	d.mu.Lock()
 	el, indexed := d.items[key]
 	live := indexed
+	loading := d.touched != nil
+	d.touchLocked(key)
 	if indexed {
 		if e := el.Value.(*diskEntry); e.expires != 0 && d.now() >= e.expires {
 			live = false
@@ -322,7 +486,7 @@ func (d *Disk) Delete(key string) bool {
 		d.removeLocked(el)
 	}
 	d.mu.Unlock()
-	if indexed { // live or not: an expired file is garbage too
+	if indexed || loading { // live or not: an expired file is garbage too; unindexed while loading
 		_ = os.Remove(filepath.Join(d.dir, objectName(key)))
 	}
 	return live

@@ -99,12 +99,12 @@ func TestTieredWriteBehindAndPromotion(t *testing.T) {
 	}()
 	mem := NewMemory(16*64<<10, Options{}) // 64 KiB per shard
 	disk, _ := OpenDisk(t.TempDir(), 64<<20, nil)
-	tier := NewTiered(ctx, mem, disk, 0, nil)
+	tier := NewTiered(ctx, mem, disk, 64<<20, nil) // a queue that drops nothing here
 	tier0 = tier
 	val := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 20<<10) }
 	drained := func() { // every queued object written, the one in progress too
 		testwait.For(t, 5*time.Second, "the write-behind queue to drain", func() bool {
-			return tier.done.Load() == tier.queued.Load()
+			return tier.written.Load() == tier.enqueued.Load()
 		})
 	}
 	for i := range 200 {

@@ -16,6 +16,8 @@ package store
 
 import (
 	"container/list"
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ type Options struct {
 	// Now is the clock expiries are measured against (time.Now when nil);
 	// tests inject one to expire objects without sleeping.
 	Now func() time.Time
+	// ReserveLimit bounds the bytes Reserve hands out at once (values being
+	// received); default a quarter of the capacity.
+	ReserveLimit int64
 }
 
 func (o *Object) size(key string) int64 {
@@ -73,13 +78,27 @@ type Memory struct {
 	Evicted func(key string, obj *Object)
 
 	hits, misses, evictions, rejected, expired atomic.Uint64
+
+	// held is memory counted against the capacity that is not stored
+	// objects: values being received (Reserve) and objects queued for the
+	// disk tier. Each shard holds its sixteenth less.
+	held atomic.Int64
+
+	resMu       sync.Mutex
+	reserved    int64         // what Reserve has handed out
+	resLimit    int64         // bound on reserved
+	resReleased chan struct{} // closed (and replaced) on each release
 }
 
 const numShards = 16
 
 // NewMemory returns a memory tier holding at most capacity bytes.
 func NewMemory(capacity int64, opts Options) *Memory {
-	m := &Memory{shards: make([]*shard, numShards), defaultTTL: opts.DefaultTTL, clock: opts.Now}
+	m := &Memory{shards: make([]*shard, numShards), defaultTTL: opts.DefaultTTL, clock: opts.Now,
+		resLimit: opts.ReserveLimit, resReleased: make(chan struct{})}
+	if m.resLimit <= 0 {
+		m.resLimit = capacity / 4
+	}
 	if m.clock == nil {
 		m.clock = time.Now
 	}
@@ -173,8 +192,17 @@ func (m *Memory) put(key string, obj *Object) bool {
 		return true
 	}
 	s.mu.Lock()
-	evicted, expired := s.put(key, obj, size, now)
+	evicted, expired := s.put(key, obj, size, now, m.room(s))
 	s.mu.Unlock()
+	m.evicted(evicted, expired)
+	return true
+}
+
+// room is what a shard may store now: its capacity less its share of the
+// memory held outside the shards.
+func (m *Memory) room(s *shard) int64 { return max(s.capacity-m.held.Load()/numShards, 0) }
+
+func (m *Memory) evicted(evicted []*entry, expired int) {
 	m.evictions.Add(uint64(len(evicted)))
 	m.expired.Add(uint64(expired))
 	if m.Evicted != nil {
@@ -182,7 +210,63 @@ func (m *Memory) put(key string, obj *Object) bool {
 			m.Evicted(e.key, e.obj)
 		}
 	}
-	return true
+}
+
+// hold counts n bytes held outside the shards against the capacity (n < 0
+// gives them back). The shards shrink to fit on their next Put, or at once
+// with shrink.
+func (m *Memory) hold(n int64) { m.held.Add(n) }
+
+// shrink evicts from every shard what no longer fits beside the held
+// memory.
+func (m *Memory) shrink() {
+	now := m.now()
+	for _, s := range m.shards {
+		s.mu.Lock()
+		evicted, expired := s.fit(m.room(s), now)
+		s.mu.Unlock()
+		m.evicted(evicted, expired)
+	}
+}
+
+// Reserve counts n bytes about to be allocated (a value being received)
+// against the capacity, evicting stored objects to make room at once, and
+// returns the function that gives them back (once the value is stored or
+// dropped). Reservations outstanding at once are bounded by
+// Options.ReserveLimit: beyond it Reserve waits for a release or for ctx.
+// One larger than the limit is let in alone. So what the tier and its
+// incoming values take together stays within the capacity, and many
+// connections announcing large values wait their turn instead of each
+// allocating its own.
+func (m *Memory) Reserve(ctx context.Context, n int64) (release func(), err error) {
+	for {
+		m.resMu.Lock()
+		if m.reserved == 0 || m.reserved+n <= m.resLimit {
+			m.reserved += n
+			m.resMu.Unlock()
+			break
+		}
+		wait := m.resReleased
+		m.resMu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("memory tier: waiting for %d bytes of room: %w", n, ctx.Err())
+		}
+	}
+	m.hold(n)
+	m.shrink()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.hold(-n)
+			m.resMu.Lock()
+			m.reserved -= n
+			close(m.resReleased)
+			m.resReleased = make(chan struct{})
+			m.resMu.Unlock()
+		})
+	}, nil
 }
 
 // Delete removes key; it reports whether it was stored.
@@ -278,7 +362,7 @@ func newShard(capacity int64) *shard {
 // put inserts or replaces key and returns the entries evicted for space
 // and how many expired entries eviction reclaimed on the way (now: Unix
 // nanoseconds).
-func (s *shard) put(key string, obj *Object, size, now int64) ([]*entry, int) {
+func (s *shard) put(key string, obj *Object, size, now, room int64) ([]*entry, int) {
 	if old, ok := s.items[key]; ok {
 		s.remove(old)
 	}
@@ -294,9 +378,15 @@ func (s *shard) put(key string, obj *Object, size, now int64) ([]*entry, int) {
 	}
 	s.items[key] = e
 	s.bytes += size
+	return s.fit(room, now)
+}
+
+// fit evicts until the shard stores at most room bytes; it returns the
+// entries evicted for space and how many expired entries it reclaimed.
+func (s *shard) fit(room, now int64) ([]*entry, int) {
 	var evicted []*entry
 	expired := 0
-	for s.bytes > s.capacity {
+	for s.bytes > room && s.bytes > 0 {
 		v := s.evict(now)
 		switch {
 		case v == nil:

@@ -45,35 +45,59 @@ type Tiered struct {
 	disk *Disk
 	log  *slog.Logger
 
-	queue   chan pending
-	dropped atomic.Uint64
-	wg      sync.WaitGroup
-	// queued and done count objects put on the queue and written behind
-	// (or skipped): the queue is idle when they are equal.
-	queued, done atomic.Uint64
+	queue    chan pending
+	maxBytes int64
+	queued   atomic.Int64 // bytes in queue, held against the memory tier
+	dropped  atomic.Uint64
+	wg       sync.WaitGroup
+	// enqueued and written count objects put on the queue and written
+	// behind (or skipped): the queue is idle when they are equal.
+	enqueued, written atomic.Uint64
+
+	beforeWrite func() // test hook: stalls the writer
 }
 
 type pending struct {
-	key string
-	obj *Object
+	key  string
+	obj  *Object
+	size int64
 }
 
-// NewTiered joins mem and disk; the write-behind queue holds up to
-// queueLen objects (beyond it, an evicted object is dropped, counted). It
-// writes until ctx ends, then drains what is queued.
-func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueLen int, log *slog.Logger) *Tiered {
-	if queueLen <= 0 {
-		queueLen = 1024
+// queueSlots bounds the write-behind queue's length; its bytes are bounded
+// by NewTiered's queueBytes.
+const queueSlots = 4096
+
+// NewTiered joins mem and disk. Objects memory evicts wait for the disk in
+// a write-behind queue of at most queueBytes (default: an eighth of the
+// memory capacity), keys and overhead included, counted against the memory
+// tier's capacity while they wait (they are still in memory); beyond it,
+// an evicted object is dropped, counted. It writes until ctx ends, then
+// drains what is queued.
+func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueBytes int64, log *slog.Logger) *Tiered {
+	return newTiered(ctx, mem, disk, queueBytes, log, nil)
+}
+
+func newTiered(ctx context.Context, mem *Memory, disk *Disk, queueBytes int64, log *slog.Logger, beforeWrite func()) *Tiered {
+	if queueBytes <= 0 {
+		queueBytes = mem.Stats().Capacity / 8
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tiered{mem: mem, disk: disk, log: log, queue: make(chan pending, queueLen)}
+	t := &Tiered{mem: mem, disk: disk, log: log, queue: make(chan pending, queueSlots), maxBytes: queueBytes, beforeWrite: beforeWrite}
 	mem.Evicted = func(key string, obj *Object) {
+		size := obj.size(key)
+		if t.queued.Add(size) > t.maxBytes {
+			t.queued.Add(-size)
+			t.dropped.Add(1)
+			return
+		}
 		select {
-		case t.queue <- pending{key, obj}:
-			t.queued.Add(1)
+		case t.queue <- pending{key, obj, size}:
+			mem.hold(size)
+			t.enqueued.Add(1)
 		default:
+			t.queued.Add(-size)
 			t.dropped.Add(1)
 		}
 	}
@@ -100,7 +124,14 @@ func NewTiered(ctx context.Context, mem *Memory, disk *Disk, queueLen int, log *
 }
 
 func (t *Tiered) write(p pending) {
-	defer t.done.Add(1)
+	defer func() {
+		t.queued.Add(-p.size)
+		t.mem.hold(-p.size)
+		t.written.Add(1)
+	}()
+	if t.beforeWrite != nil {
+		t.beforeWrite()
+	}
 	if p.obj.expired(t.mem.now()) {
 		return // expired while queued: not worth a file
 	}
