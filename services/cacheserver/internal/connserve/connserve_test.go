@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,7 +27,7 @@ func TestShutdownClosesOpenConnections(t *testing.T) {
 	handled := make(chan struct{}, 2)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, ln, func(c net.Conn) {
+		done <- Serve(ctx, ln, nil, func(c net.Conn) {
 			handled <- struct{}{}
 			_, _ = io.Copy(io.Discard, c) // blocks until the connection closes
 		})
@@ -61,7 +63,79 @@ func TestShutdownClosesOpenConnections(t *testing.T) {
 func TestAcceptErrorIsReturned(t *testing.T) {
 	ln := listen(t)
 	_ = ln.Close()
-	if err := Serve(t.Context(), ln, func(net.Conn) {}); err == nil {
+	if err := Serve(t.Context(), ln, nil, func(net.Conn) {}); err == nil {
 		t.Fatal("Serve on a closed listener returned nil")
+	}
+}
+
+// tempErr is what accept(2) failing with EMFILE looks like to a caller: a
+// net.Error whose Temporary is true.
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "accept: too many open files" }
+func (tempErr) Timeout() bool   { return false }
+func (tempErr) Temporary() bool { return true }
+
+// flakyListener fails its first n Accepts with err, then accepts for real.
+type flakyListener struct {
+	net.Listener
+	n     int
+	err   error
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails < l.n {
+		l.fails++
+		return nil, l.err
+	}
+	return l.Listener.Accept()
+}
+
+func TestAcceptRetriesTemporaryErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"net.Error temporary", tempErr{}},
+		{"EMFILE", &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}},
+		{"ENFILE", &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.ENFILE)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ln := &flakyListener{Listener: listen(t), n: 4, err: tt.err}
+			ctx, cancel := context.WithCancel(t.Context())
+			handled := make(chan struct{}, 1)
+			done := make(chan error, 1)
+			go func() { done <- Serve(ctx, ln, nil, func(net.Conn) { handled <- struct{}{} }) }()
+			var d net.Dialer
+			c, err := d.DialContext(t.Context(), "tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			select {
+			case <-handled:
+			case err := <-done:
+				t.Fatalf("Serve returned %v after a temporary accept error", err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("connection not handled after the temporary errors")
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Serve after shutdown: %v", err)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	want := []int64{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000} // ms
+	var d time.Duration
+	for i, w := range want {
+		d = nextBackoff(d)
+		if d != time.Duration(w)*time.Millisecond {
+			t.Fatalf("step %d: %v, want %d ms", i, d, w)
+		}
 	}
 }

@@ -62,7 +62,7 @@ func New(cfg Config, mem Backend, m *metrics.Metrics, log *slog.Logger) *Server 
 
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return connserve.Serve(ctx, ln, s.serveConn)
+	return connserve.Serve(ctx, ln, s.log, s.serveConn)
 }
 
 // deadlineReader arms the idle timeout before a request's first byte and

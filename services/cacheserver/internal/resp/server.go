@@ -54,7 +54,7 @@ func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Ser
 
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return connserve.Serve(ctx, ln, s.serveConn)
+	return connserve.Serve(ctx, ln, s.log, s.serveConn)
 }
 
 // idleReader re-arms the idle timeout on every read.
