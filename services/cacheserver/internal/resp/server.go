@@ -26,7 +26,8 @@ type Config struct {
 	Password string
 	// IdleTimeout closes a connection with no command for this long (10m).
 	IdleTimeout time.Duration
-	// IOTimeout bounds writing a reply (30s).
+	// IOTimeout bounds reading a command's rest once its first byte came,
+	// and writing its reply (30s).
 	IOTimeout time.Duration
 }
 
@@ -57,15 +58,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return connserve.Serve(ctx, ln, s.log, s.serveConn)
 }
 
-// idleReader re-arms the idle timeout on every read.
-type idleReader struct {
-	conn net.Conn
-	d    time.Duration
+// deadlineReader arms the idle timeout before a command's first byte and
+// the I/O timeout for the rest, so a client may idle between commands
+// (LMCache keeps one connection open) but not trickle one in forever.
+type deadlineReader struct {
+	conn       net.Conn
+	idle, io   time.Duration
+	atBoundary bool
 }
 
-func (r idleReader) Read(p []byte) (int, error) {
-	_ = r.conn.SetReadDeadline(time.Now().Add(r.d))
-	return r.conn.Read(p)
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	t := d.io
+	if d.atBoundary {
+		t = d.idle
+		d.atBoundary = false
+	}
+	_ = d.conn.SetReadDeadline(time.Now().Add(t))
+	return d.conn.Read(p)
 }
 
 // session is one connection's state.
@@ -78,10 +87,12 @@ type session struct {
 
 func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
-	br := bufio.NewReaderSize(idleReader{conn, s.cfg.IdleTimeout}, 64<<10)
+	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout}
+	br := bufio.NewReaderSize(dr, 64<<10)
 	rd := NewReader(br, s.cfg.Limits)
 	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), authed: s.cfg.Password == ""}
 	for !ss.quit {
+		dr.atBoundary = br.Buffered() == 0
 		args, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
@@ -93,10 +104,12 @@ func (s *Server) serveConn(conn net.Conn) {
 			}
 			return
 		}
+		// Armed per command, not only before Flush: a reply larger than
+		// the write buffer goes to the socket while it is being built.
+		_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
 		ss.handle(args)
 		// Pipelined commands are answered together.
 		if br.Buffered() == 0 || ss.quit {
-			_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
 			if err := ss.w.Flush(); err != nil {
 				s.metrics.Errors.WithLabelValues("resp", "io").Inc()
 				return
