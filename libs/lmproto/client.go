@@ -154,10 +154,11 @@ func (c *Client) GetInto(ctx context.Context, key string, buf []byte) ([]byte, M
 		}
 		if int(r.Length) <= cap(buf) {
 			val = buf[:r.Length]
+			_, err = io.ReadFull(c.br, val)
 		} else {
-			val = make([]byte, r.Length)
+			val, err = ReadValue(c.br, int(r.Length))
 		}
-		if _, err := io.ReadFull(c.br, val); err != nil {
+		if err != nil {
 			return fmt.Errorf("lmproto: read value: %w", err)
 		}
 		meta = r.Meta

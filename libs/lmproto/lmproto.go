@@ -163,8 +163,8 @@ func NewReader(r io.Reader, maxValue int) *Reader {
 // Next reads one request. It returns io.EOF at a clean end between
 // requests, and an ErrProtocol-wrapped error for anything malformed: an
 // unknown command, a negative or oversized length, a truncated frame. A
-// PUT's value is read whole into a fresh slice before Next returns, so
-// nothing half-received is ever stored.
+// PUT's value is read whole into a fresh slice (see ReadValue) before Next
+// returns, so nothing half-received is ever stored.
 func (r *Reader) Next() (*Request, error) {
 	if _, err := io.ReadFull(r.r, r.header[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -182,10 +182,13 @@ func (r *Reader) Next() (*Request, error) {
 		if h.Length < 0 || int(h.Length) > r.max {
 			return nil, fmt.Errorf("%w: PUT of %d bytes (limit %d)", ErrProtocol, h.Length, r.max)
 		}
-		req.Value = make([]byte, h.Length)
-		if n, err := io.ReadFull(r.r, req.Value); err != nil {
-			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, n, h.Length, err)
+		// Not make(h.Length): the buffer grows as the bytes arrive, so a
+		// header alone cannot make the server allocate the limit.
+		v, err := ReadValue(r.r, int(h.Length))
+		if err != nil {
+			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, len(v), h.Length, err)
 		}
+		req.Value = v
 	case CmdGet, CmdExist, CmdHealth:
 	default:
 		return nil, fmt.Errorf("%w: unknown command %d", ErrProtocol, h.Command)
