@@ -89,15 +89,27 @@ func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
 	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout}
 	br := bufio.NewReaderSize(dr, 64<<10)
-	rd := NewReader(br, s.cfg.Limits)
 	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), authed: s.cfg.Password == ""}
+	rd := NewReader(br, PreAuthLimits)
+	limited := !ss.authed
+	if !limited {
+		rd.SetLimits(s.cfg.Limits)
+	}
 	for !ss.quit {
+		if limited && ss.authed {
+			rd.SetLimits(s.cfg.Limits)
+			limited = false
+		}
 		dr.atBoundary = br.Buffered() == 0
 		args, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
 				s.metrics.Errors.WithLabelValues("resp", "malformed").Inc()
-				_, _ = ss.w.WriteString("-ERR Protocol error: " + sanitize(err.Error()) + "\r\n")
+				msg := "-ERR Protocol error: "
+				if limited {
+					msg += "unauthenticated client: " // as Redis words it
+				}
+				_, _ = ss.w.WriteString(msg + sanitize(err.Error()) + "\r\n")
 				_ = ss.w.Flush()
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.metrics.Errors.WithLabelValues("resp", "io").Inc()
