@@ -62,3 +62,35 @@ func TestPreAuthLimits(t *testing.T) {
 		t.Fatal("the authenticated SET was not stored")
 	}
 }
+
+// TestKeyLength: a key the disk tier cannot store (over 65,535 bytes) is
+// refused by SET with an error, whether or not a disk tier is configured,
+// so a key's fate does not depend on whether it is evicted to disk.
+func TestKeyLength(t *testing.T) {
+	addr, mem := start(t, Config{})
+	tests := []struct {
+		name   string
+		keyLen int
+		want   string
+	}{
+		{"at the limit", 65535, "+OK"},
+		{"one over", 65536, "-ERR key of 65536 bytes"},
+		{"far over", 1 << 20, "-ERR key of 1048576 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialRaw(t, addr)
+			key := bytes.Repeat([]byte{'k'}, tt.keyLen)
+			r, err := c.do([]byte("SET"), key, []byte("v"))
+			if err != nil || !strings.HasPrefix(string(r), tt.want) {
+				t.Fatalf("SET: %q, %v; want %q...", r, err, tt.want)
+			}
+			if stored := mem.Contains(string(key)); stored != (tt.want == "+OK") {
+				t.Fatalf("stored: %v", stored)
+			}
+			if r, err := c.do([]byte("PING")); err != nil || string(r) != "+PONG" {
+				t.Fatalf("connection unusable after the refusal: %q, %v", r, err)
+			}
+		})
+	}
+}

@@ -189,6 +189,11 @@ func (ss *session) handle(args [][]byte) {
 		if !arity(3) {
 			return
 		}
+		if len(args[1]) > store.MaxKeyBytes {
+			ss.err(fmt.Sprintf("ERR key of %d bytes exceeds the limit of %d", len(args[1]), store.MaxKeyBytes))
+			result = "error"
+			return
+		}
 		expires, err := setExpiry(args[3:], s.mem.Now().UnixNano())
 		if err != nil {
 			ss.err(err.Error())

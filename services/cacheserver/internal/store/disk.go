@@ -59,6 +59,12 @@ const (
 	diskMagic   = "WPK2"
 )
 
+// MaxKeyBytes is the longest key the disk tier can store: the file format
+// gives a key's length 16 bits. The protocols refuse longer keys when they
+// are stored, whether or not a disk tier is configured, so a key's fate
+// does not depend on whether it is evicted to disk.
+const MaxKeyBytes = 1<<16 - 1
+
 // OpenDisk opens (creating) dir as a disk tier of capacity bytes and
 // rebuilds its index from the files there: partial writes (temporary files),
 // corrupt objects and expired ones are deleted. Files are read back oldest
@@ -189,6 +195,10 @@ func decodeObject(b []byte) (string, *Object, error) {
 
 // Put writes obj under key: to a temporary file, then renamed into place.
 func (d *Disk) Put(key string, obj *Object) error {
+	if len(key) > MaxKeyBytes {
+		// Written anyway, the length would wrap and the file read back corrupt.
+		return fmt.Errorf("disk tier: key of %d bytes exceeds %d", len(key), MaxKeyBytes)
+	}
 	data := encodeObject(key, obj)
 	if int64(len(data)) > d.capacity {
 		return fmt.Errorf("disk tier: object of %d bytes exceeds the capacity", len(data))
