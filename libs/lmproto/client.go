@@ -181,6 +181,21 @@ func (c *Client) Exist(ctx context.Context, key string) (bool, error) {
 	return ok, err
 }
 
+// Delete removes key (a warmpath server's extension, for forwarding
+// between cluster nodes) and reports whether it was there.
+func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
+	var ok bool
+	err := c.do(ctx, func() error {
+		if err := c.send(&RequestHeader{Command: CmdDelete, Key: key}, nil); err != nil {
+			return err
+		}
+		r, err := c.reply()
+		ok = r.Code == CodeSuccess
+		return err
+	})
+	return ok, err
+}
+
 // Health asks the server whether it is up.
 func (c *Client) Health(ctx context.Context) error {
 	return c.do(ctx, func() error {

@@ -12,7 +12,8 @@
 //
 // PUT is followed by exactly `length` payload bytes and gets no reply. GET
 // gets a reply, then `length` bytes on a hit (code 200) or nothing on a miss
-// (code 400). EXIST and HEALTH get a reply only.
+// (code 400). EXIST and HEALTH get a reply only, as does DELETE, which is
+// warmpath's extension for forwarding between cluster nodes.
 package lmproto
 
 import (
@@ -30,6 +31,10 @@ const (
 	CmdExist  int32 = 3
 	CmdList   int32 = 4 // defined upstream, never sent by LMCache workers
 	CmdHealth int32 = 5
+	// CmdDelete is warmpath's own, never sent by LMCache: a cluster node
+	// forwards a RESP DEL to the key's owners with it. The reply's code is
+	// 200 when the key was there, else 400; no value follows.
+	CmdDelete int32 = 6
 )
 
 // Reply codes.
@@ -189,7 +194,7 @@ func (r *Reader) Next() (*Request, error) {
 			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, len(v), h.Length, err)
 		}
 		req.Value = v
-	case CmdGet, CmdExist, CmdHealth:
+	case CmdGet, CmdExist, CmdHealth, CmdDelete:
 	default:
 		return nil, fmt.Errorf("%w: unknown command %d", ErrProtocol, h.Command)
 	}

@@ -36,6 +36,7 @@ type Backend interface {
 	Get(ctx context.Context, key string) (*store.Object, bool)
 	Put(ctx context.Context, key string, obj *store.Object) bool
 	Contains(ctx context.Context, key string) bool
+	Delete(ctx context.Context, key string) bool
 }
 
 // Server serves lm:// connections.
@@ -126,6 +127,14 @@ func (s *Server) serveConn(conn net.Conn) {
 			code := lmproto.CodeFail
 			result = "miss"
 			if s.mem.Contains(context.Background(), req.Key) {
+				code, result = lmproto.CodeSuccess, "hit"
+			}
+			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})
+		case lmproto.CmdDelete:
+			op = "delete"
+			code := lmproto.CodeFail
+			result = "miss"
+			if s.mem.Delete(context.Background(), req.Key) {
 				code, result = lmproto.CodeSuccess, "hit"
 			}
 			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})
