@@ -138,6 +138,7 @@ func run() error {
 	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth}, mem, m, reg), log)
 	errc := make(chan error, 5)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
+	respCfg := resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}
 	if *peerListen != "" {
 		peerLn, err := lc.Listen(ctx, "tcp", *peerListen)
 		if err != nil {
@@ -155,6 +156,7 @@ func run() error {
 			go cluster.WatchDNS(ctx, cl, *peersDNS, portOf(*peerListen), *peersEvery, log)
 		}
 		backend = cl
+		respCfg.Cluster = cl // RESP reaches other nodes' keys as lm:// does
 		go func() {
 			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
 		}()
@@ -164,7 +166,7 @@ func run() error {
 		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue}, backend, m, log).Serve(ctx, lmLn)
 	}()
 	go func() {
-		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
+		errc <- resp.New(respCfg, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
 	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())

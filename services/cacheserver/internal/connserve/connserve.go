@@ -7,8 +7,10 @@ package connserve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -26,8 +28,9 @@ const (
 // ENFILE: the process, not the listener, is at
 // fault) is logged and retried after a backoff doubling from 5 ms to 1 s,
 // as net/http does, so a burst of connections over the file limit costs
-// delay, not the listener. Any other accept error is returned. handle need
-// not close its connection. log may be nil.
+// delay, not the listener. Any other accept error is returned. A handler
+// that panics is logged with its stack and its connection closed; the
+// others go on. handle need not close its connection. log may be nil.
 func Serve(ctx context.Context, ln net.Listener, log *slog.Logger, handle func(net.Conn)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -75,6 +78,11 @@ func Serve(ctx context.Context, ln net.Listener, log *slog.Logger, handle func(n
 		mu.Unlock()
 		wg.Go(func() {
 			defer func() {
+				// A bug in one connection's handling must not take the
+				// process, and every other client, down with it.
+				if r := recover(); r != nil {
+					log.Error("panic serving a connection; closed it", "addr", ln.Addr().String(), "remote", conn.RemoteAddr().String(), "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+				}
 				_ = conn.Close()
 				mu.Lock()
 				delete(conns, conn)

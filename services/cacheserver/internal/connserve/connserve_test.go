@@ -1,11 +1,15 @@
 package connserve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"os"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -138,4 +142,70 @@ func TestBackoff(t *testing.T) {
 			t.Fatalf("step %d: %v, want %d ms", i, d, w)
 		}
 	}
+}
+
+// TestPanicClosesOnlyItsConnection: a handler that panics is logged, its
+// connection closed, and the server goes on accepting.
+func TestPanicClosesOnlyItsConnection(t *testing.T) {
+	ln := listen(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var logged bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logged}, nil))
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, ln, log, func(c net.Conn) {
+			var b [1]byte
+			if _, err := c.Read(b[:]); err == nil && b[0] == 'p' {
+				panic("handler bug")
+			}
+			_, _ = c.Write([]byte("ok"))
+		})
+	}()
+	dial := func(first byte) []byte {
+		t.Helper()
+		var d net.Dialer
+		c, err := d.DialContext(t.Context(), "tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte{first}); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return got
+	}
+	if got := dial('p'); len(got) != 0 {
+		t.Fatalf("panicking handler's client read %q, want a close", got)
+	}
+	if got := dial('x'); string(got) != "ok" {
+		t.Fatalf("next connection read %q, want ok: the server stopped after a panic", got)
+	}
+	mu.Lock()
+	out := logged.String()
+	mu.Unlock()
+	if !strings.Contains(out, "handler bug") || !strings.Contains(out, "goroutine") {
+		t.Fatalf("panic not logged with its stack: %q", out)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
