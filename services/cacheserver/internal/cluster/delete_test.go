@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
 
 // TestDeleteReachesOwners: a delete through any node removes the key from
@@ -52,5 +53,28 @@ func TestDeleteReachesOwners(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestForwardedPutIsApplied: Put returns once every owner has applied the
+// value (lm:// PUT has no reply, so the forward confirms it on the same
+// connection), so a RESP SET's OK means a read anywhere finds it.
+func TestForwardedPutIsApplied(t *testing.T) {
+	nodes := startCluster(t, 3, 2)
+	ctx := context.Background()
+	for k := range 200 {
+		key := fmt.Sprintf("applied@%04x", k)
+		if !nodes[k%3].cl.Put(ctx, key, &store.Object{Value: []byte("v")}) {
+			t.Fatalf("%s: not stored", key)
+		}
+		held := 0
+		for _, nd := range nodes {
+			if nd.mem.Contains(key) {
+				held++
+			}
+		}
+		if held != 2 {
+			t.Fatalf("%s: held by %d nodes right after Put, want 2", key, held)
+		}
 	}
 }
