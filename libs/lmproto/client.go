@@ -154,10 +154,11 @@ func (c *Client) GetInto(ctx context.Context, key string, buf []byte) ([]byte, M
 		}
 		if int(r.Length) <= cap(buf) {
 			val = buf[:r.Length]
+			_, err = io.ReadFull(c.br, val)
 		} else {
-			val = make([]byte, r.Length)
+			val, err = ReadValue(c.br, int(r.Length))
 		}
-		if _, err := io.ReadFull(c.br, val); err != nil {
+		if err != nil {
 			return fmt.Errorf("lmproto: read value: %w", err)
 		}
 		meta = r.Meta
@@ -171,6 +172,21 @@ func (c *Client) Exist(ctx context.Context, key string) (bool, error) {
 	var ok bool
 	err := c.do(ctx, func() error {
 		if err := c.send(&RequestHeader{Command: CmdExist, Key: key}, nil); err != nil {
+			return err
+		}
+		r, err := c.reply()
+		ok = r.Code == CodeSuccess
+		return err
+	})
+	return ok, err
+}
+
+// Delete removes key (a warmpath server's extension, for forwarding
+// between cluster nodes) and reports whether it was there.
+func (c *Client) Delete(ctx context.Context, key string) (bool, error) {
+	var ok bool
+	err := c.do(ctx, func() error {
+		if err := c.send(&RequestHeader{Command: CmdDelete, Key: key}, nil); err != nil {
 			return err
 		}
 		r, err := c.reply()

@@ -12,7 +12,8 @@
 //
 // PUT is followed by exactly `length` payload bytes and gets no reply. GET
 // gets a reply, then `length` bytes on a hit (code 200) or nothing on a miss
-// (code 400). EXIST and HEALTH get a reply only.
+// (code 400). EXIST and HEALTH get a reply only, as does DELETE, which is
+// warmpath's extension for forwarding between cluster nodes.
 package lmproto
 
 import (
@@ -30,6 +31,10 @@ const (
 	CmdExist  int32 = 3
 	CmdList   int32 = 4 // defined upstream, never sent by LMCache workers
 	CmdHealth int32 = 5
+	// CmdDelete is warmpath's own, never sent by LMCache: a cluster node
+	// forwards a RESP DEL to the key's owners with it. The reply's code is
+	// 200 when the key was there, else 400; no value follows.
+	CmdDelete int32 = 6
 )
 
 // Reply codes.
@@ -148,15 +153,15 @@ type Request struct {
 type Reader struct {
 	r      io.Reader
 	max    int
-	alloc  func(n int) ([]byte, error)
+	reserve func(n int) error
 	header [RequestHeaderSize]byte
 }
 
-// SetAlloc makes the reader take a PUT's value buffer from alloc, called
-// once the announced length has passed the maxValue check: a server
-// counts it against its memory (and may make the connection wait for
-// room). An alloc error ends Next with that error.
-func (r *Reader) SetAlloc(alloc func(n int) ([]byte, error)) { r.alloc = alloc }
+// SetReserve makes the reader call reserve with a PUT's length once it has
+// passed the maxValue check and before the value is read: a server counts
+// it against its memory (and may make the connection wait for room). A
+// reserve error ends Next with that error.
+func (r *Reader) SetReserve(reserve func(n int) error) { r.reserve = reserve }
 
 // NewReader reads requests from r; PUT values over maxValue bytes (<= 0:
 // DefaultMaxValueLen) are a protocol error.
@@ -170,8 +175,8 @@ func NewReader(r io.Reader, maxValue int) *Reader {
 // Next reads one request. It returns io.EOF at a clean end between
 // requests, and an ErrProtocol-wrapped error for anything malformed: an
 // unknown command, a negative or oversized length, a truncated frame. A
-// PUT's value is read whole into a fresh slice before Next returns, so
-// nothing half-received is ever stored.
+// PUT's value is read whole into a fresh slice (see ReadValue) before Next
+// returns, so nothing half-received is ever stored.
 func (r *Reader) Next() (*Request, error) {
 	if _, err := io.ReadFull(r.r, r.header[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -189,15 +194,19 @@ func (r *Reader) Next() (*Request, error) {
 		if h.Length < 0 || int(h.Length) > r.max {
 			return nil, fmt.Errorf("%w: PUT of %d bytes (limit %d)", ErrProtocol, h.Length, r.max)
 		}
-		if r.alloc == nil {
-			req.Value = make([]byte, h.Length)
-		} else if req.Value, err = r.alloc(int(h.Length)); err != nil {
-			return nil, fmt.Errorf("lmproto: PUT of %d bytes: %w", h.Length, err)
+		if r.reserve != nil {
+			if err := r.reserve(int(h.Length)); err != nil {
+				return nil, fmt.Errorf("lmproto: PUT of %d bytes: %w", h.Length, err)
+			}
 		}
-		if n, err := io.ReadFull(r.r, req.Value); err != nil {
-			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, n, h.Length, err)
+		// Not make(h.Length): the buffer grows as the bytes arrive, so a
+		// header alone cannot make the server allocate the limit.
+		v, err := ReadValue(r.r, int(h.Length))
+		if err != nil {
+			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, len(v), h.Length, err)
 		}
-	case CmdGet, CmdExist, CmdHealth:
+		req.Value = v
+	case CmdGet, CmdExist, CmdHealth, CmdDelete:
 	default:
 		return nil, fmt.Errorf("%w: unknown command %d", ErrProtocol, h.Command)
 	}

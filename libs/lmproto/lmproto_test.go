@@ -128,8 +128,11 @@ func serve(t *testing.T) string {
 					}
 					mu.Lock()
 					stored, ok := store[req.Key]
-					if req.Command == CmdPut {
+					switch req.Command {
+					case CmdPut:
 						store[req.Key] = *req
+					case CmdDelete:
+						delete(store, req.Key)
 					}
 					mu.Unlock()
 					var out []byte
@@ -140,7 +143,7 @@ func serve(t *testing.T) string {
 						} else {
 							out = append(AppendReply(nil, &ReplyHeader{Code: CodeSuccess, Meta: stored.Meta}), stored.Value...)
 						}
-					case CmdExist:
+					case CmdExist, CmdDelete:
 						code := CodeFail
 						if ok {
 							code = CodeSuccess
@@ -245,4 +248,21 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestClientDelete(t *testing.T) {
+	c := Dial(serve(t), time.Second, 0)
+	defer c.Close()
+	ctx := t.Context()
+	if err := c.Put(ctx, "k", Meta{}, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		if ok, err := c.Delete(ctx, "k"); ok != want || err != nil {
+			t.Fatalf("delete %d: %v, %v; want %v", i, ok, err, want)
+		}
+	}
+	if ok, err := c.Exist(ctx, "k"); ok || err != nil {
+		t.Fatalf("exist after delete: %v, %v", ok, err)
+	}
 }

@@ -168,6 +168,7 @@ func run(ctx context.Context, args []string) error {
 	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load}, mem, m, reg), log)
 	errc := make(chan error, 6)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
+	respCfg := resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}
 	if *peerListen != "" {
 		peerLn, err := lc.Listen(ctx, "tcp", *peerListen)
 		if err != nil {
@@ -187,6 +188,7 @@ func run(ctx context.Context, args []string) error {
 			go cluster.WatchDNS(ctx, cl, *peersDNS, portOf(*peerListen), *peersEvery, log)
 		}
 		backend = cl
+		respCfg.Cluster = cl // RESP reaches other nodes' keys as lm:// does
 		go func() {
 			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
 		}()
@@ -196,7 +198,7 @@ func run(ctx context.Context, args []string) error {
 		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, backend, m, log).Serve(ctx, lmLn)
 	}()
 	go func() {
-		errc <- resp.New(resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}, mem, m, log).Serve(ctx, respLn)
+		errc <- resp.New(respCfg, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
 	if disk != nil {

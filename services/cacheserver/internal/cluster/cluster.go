@@ -364,8 +364,26 @@ func (p *pool) get(ctx context.Context, key string) ([]byte, lmproto.Meta, error
 	return val, meta, err
 }
 
+// errNotStored: the owner took the PUT but does not hold the key (it
+// refused the object, e.g. larger than a memory shard).
+var errNotStored = errors.New("cluster: owner did not store the object")
+
+// put forwards a PUT and confirms it with an EXIST on the same connection:
+// lm:// PUT has no reply, and the peer serves a connection's requests in
+// order, so the EXIST's answer means the PUT was applied. Without it a
+// RESP SET could answer OK before the owner holds the key, and a read
+// through another pooled connection could miss it.
 func (p *pool) put(ctx context.Context, key string, obj *store.Object) error {
-	return p.with(ctx, func(c *lmproto.Client) error { return c.Put(ctx, key, obj.Meta, obj.Value) })
+	return p.with(ctx, func(c *lmproto.Client) error {
+		if err := c.Put(ctx, key, obj.Meta, obj.Value); err != nil {
+			return err
+		}
+		ok, err := c.Exist(ctx, key)
+		if err == nil && !ok {
+			err = errNotStored
+		}
+		return err
+	})
 }
 
 func (p *pool) exist(ctx context.Context, key string) (bool, error) {

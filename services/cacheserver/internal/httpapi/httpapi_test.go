@@ -47,6 +47,7 @@ func TestObjectsAndMetrics(t *testing.T) {
 		{"too large", "PUT", "/v1/objects/big", make([]byte, 2<<20), nil, 413},
 		{"bad shape", "PUT", "/v1/objects/k2", []byte("v"), []string{"X-Lmcache-Shape", "[1,2"}, 400},
 		{"key too long", "PUT", "/v1/objects/" + strings.Repeat("k", 151), []byte("v"), nil, 400},
+		{"key over the disk format's 65,535", "PUT", "/v1/objects/" + strings.Repeat("k", 65536), []byte("v"), nil, 400},
 		{"delete", "DELETE", "/v1/objects/k1", nil, nil, 204},
 		{"deleted", "GET", "/v1/objects/k1", nil, nil, 404},
 		{"stats", "GET", "/v1/stats", nil, nil, 200},

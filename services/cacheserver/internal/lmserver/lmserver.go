@@ -41,6 +41,7 @@ type Backend interface {
 	Get(ctx context.Context, key string) (*store.Object, bool)
 	Put(ctx context.Context, key string, obj *store.Object) bool
 	Contains(ctx context.Context, key string) bool
+	Delete(ctx context.Context, key string) bool
 }
 
 // Server serves lm:// connections.
@@ -67,7 +68,7 @@ func New(cfg Config, mem Backend, m *metrics.Metrics, log *slog.Logger) *Server 
 
 // Serve accepts connections on ln until ctx ends, then closes them all.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return connserve.Serve(ctx, ln, s.serveConn)
+	return connserve.Serve(ctx, ln, s.log, s.serveConn)
 }
 
 // deadlineReader arms the idle timeout before a request's first byte and
@@ -100,7 +101,7 @@ func (s *Server) serveConn(conn net.Conn) {
 	release := func() {}
 	defer func() { release() }()
 	if s.cfg.Reserve != nil {
-		rd.SetAlloc(func(n int) ([]byte, error) {
+		rd.SetReserve(func(n int) error {
 			// Room is waited for no longer than a read may stall: a client
 			// that holds its reservation by sending slowly delays other
 			// PUTs by at most that, then they fail (and close) rather than
@@ -109,10 +110,10 @@ func (s *Server) serveConn(conn net.Conn) {
 			defer cancel()
 			r, err := s.cfg.Reserve(rctx, int64(n))
 			if err != nil {
-				return nil, err
+				return err
 			}
 			release = r
-			return make([]byte, n), nil
+			return nil
 		})
 	}
 	var reply []byte
@@ -155,6 +156,14 @@ func (s *Server) serveConn(conn net.Conn) {
 			code := lmproto.CodeFail
 			result = "miss"
 			if s.mem.Contains(ctx, req.Key) {
+				code, result = lmproto.CodeSuccess, "hit"
+			}
+			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})
+		case lmproto.CmdDelete:
+			op = "delete"
+			code := lmproto.CodeFail
+			result = "miss"
+			if s.mem.Delete(context.Background(), req.Key) {
 				code, result = lmproto.CodeSuccess, "hit"
 			}
 			reply = lmproto.AppendReply(reply, &lmproto.ReplyHeader{Code: code})

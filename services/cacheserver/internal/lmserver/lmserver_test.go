@@ -226,3 +226,23 @@ func TestPutValueIsReserved(t *testing.T) {
 		}
 	}
 }
+
+// TestDelete: warmpath's DELETE (what cluster nodes forward RESP DEL with)
+// answers 200 when the key was there, then 400.
+func TestDelete(t *testing.T) {
+	f := start(t)
+	c := lmproto.Dial(f.addr, 2*time.Second, 0)
+	defer c.Close()
+	ctx := t.Context()
+	if err := c.Put(ctx, "k", lmproto.Meta{}, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		if ok, err := c.Delete(ctx, "k"); ok != want || err != nil {
+			t.Fatalf("delete %d: %v, %v; want %v", i, ok, err, want)
+		}
+	}
+	if f.mem.Contains("k") {
+		t.Fatal("key still stored")
+	}
+}

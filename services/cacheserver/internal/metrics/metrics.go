@@ -54,7 +54,7 @@ func New(reg prometheus.Registerer, mem store.Store) *Metrics {
 	}
 	m.Forwarded = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmpath_cache_forwarded_requests_total",
-		Help: "Requests forwarded to the owning peer in cluster mode, by operation (get, put, exist) and result (hit, miss, ok, error: the peer failed, answered as a miss; skipped: the peer is ejected after repeated failures, answered as a miss without trying it).",
+		Help: "Requests forwarded to the owning peer in cluster mode, by operation (get, put, exist, delete) and result (hit, miss, ok, error: the peer failed, answered as a miss; skipped: the peer is ejected after repeated failures, answered as a miss without trying it).",
 	}, []string{"op", "result"})
 	m.AuthFailures = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmpath_cache_auth_failures_total",

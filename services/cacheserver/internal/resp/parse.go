@@ -5,8 +5,9 @@
 // The parser is this package's own rather than a library's (redcon, the
 // usual choice, grows its buffer to whatever a client announces and copies
 // every command): a value is read straight into its own slice, which the
-// store then keeps, and an argument longer than the configured maximum is
-// refused from its length prefix, before any of it is buffered.
+// store then keeps, an argument longer than the configured maximum is
+// refused from its length prefix, before any of it is buffered, and one
+// within it is buffered only as its bytes arrive.
 package resp
 
 import (
@@ -15,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/warmpath/warmpath/libs/lmproto"
 )
 
 // ErrProtocol wraps malformed input: the connection must be closed.
@@ -30,6 +33,24 @@ type Limits struct {
 	MaxInline int
 }
 
+// PreAuthLimits bound a connection that has not authenticated yet, as
+// Redis bounds one since CVE-2021-32675: 10 arguments, 16 KiB each. AUTH
+// fits; a stranger cannot make the server buffer more than that.
+var PreAuthLimits = Limits{MaxArgs: 10, MaxArgBytes: 16 << 10, MaxInline: 16 << 10}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxArgs <= 0 {
+		l.MaxArgs = 1 << 16
+	}
+	if l.MaxArgBytes <= 0 {
+		l.MaxArgBytes = 512 << 20
+	}
+	if l.MaxInline <= 0 {
+		l.MaxInline = 64 << 10
+	}
+	return l
+}
+
 // Reader reads commands.
 type Reader struct {
 	br  *bufio.Reader
@@ -38,17 +59,11 @@ type Reader struct {
 
 // NewReader returns a reader over br.
 func NewReader(br *bufio.Reader, lim Limits) *Reader {
-	if lim.MaxArgs <= 0 {
-		lim.MaxArgs = 1 << 16
-	}
-	if lim.MaxArgBytes <= 0 {
-		lim.MaxArgBytes = 512 << 20
-	}
-	if lim.MaxInline <= 0 {
-		lim.MaxInline = 64 << 10
-	}
-	return &Reader{br: br, lim: lim}
+	return &Reader{br: br, lim: lim.withDefaults()}
 }
+
+// SetLimits replaces the limits from the next command on (after AUTH).
+func (r *Reader) SetLimits(lim Limits) { r.lim = lim.withDefaults() }
 
 // Next reads one command: a RESP array of bulk strings, or an inline line.
 // It returns io.EOF at a clean end between commands. Each argument is a
@@ -95,8 +110,10 @@ func (r *Reader) array() ([][]byte, error) {
 		if size < 0 || size > r.lim.MaxArgBytes {
 			return nil, fmt.Errorf("%w: argument of %d bytes (limit %d)", ErrProtocol, size, r.lim.MaxArgBytes)
 		}
-		arg := make([]byte, size+2)
-		if _, err := io.ReadFull(r.br, arg); err != nil {
+		// Not make(size): the buffer grows as the bytes arrive, so a
+		// length prefix alone cannot make the server allocate the limit.
+		arg, err := lmproto.ReadValue(r.br, size+2)
+		if err != nil {
 			return nil, truncated(err)
 		}
 		if arg[size] != '\r' || arg[size+1] != '\n' {

@@ -2,18 +2,15 @@ package resp
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/connserve"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
@@ -22,23 +19,40 @@ import (
 // Config tunes a Server.
 type Config struct {
 	Limits
-	// Password, when set, must be given with AUTH before other commands.
+	// Password, when set, must be given with AUTH before other commands;
+	// until then PreAuthLimits apply.
 	Password string
 	// IdleTimeout closes a connection with no command for this long (10m).
 	IdleTimeout time.Duration
-	// IOTimeout bounds writing a reply (30s).
+	// IOTimeout bounds reading a command's rest once its first byte came,
+	// running it (forwards included) and writing its reply (30s).
 	IOTimeout time.Duration
+	// Cluster, when set, is where keys are read, written and deleted: the
+	// cluster, which forwards each key to its owners, as lm:// does. Nil:
+	// the node's own store. Expiry commands are then refused, since
+	// forwards carry no expiry.
+	Cluster Backend
+}
+
+// Backend holds the keys: the node's store (cluster.Local) or the cluster.
+type Backend interface {
+	Get(ctx context.Context, key string) (*store.Object, bool)
+	Put(ctx context.Context, key string, obj *store.Object) bool
+	Contains(ctx context.Context, key string) bool
+	Delete(ctx context.Context, key string) bool
 }
 
 // Server serves RESP connections.
 type Server struct {
-	cfg     Config
-	mem     store.Store
-	metrics *metrics.Metrics
-	log     *slog.Logger
+	cfg       Config
+	mem       store.Store // the node's own: expiry, INFO, DBSIZE
+	keys      Backend     // GET, SET, MGET, EXISTS, DEL
+	clustered bool
+	metrics   *metrics.Metrics
+	log       *slog.Logger
 }
 
-// New returns a server over mem.
+// New returns a server over mem (and over cfg.Cluster in cluster mode).
 func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
@@ -49,54 +63,85 @@ func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Ser
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, mem: mem, metrics: m, log: log}
+	s := &Server{cfg: cfg, mem: mem, keys: cluster.Local{Mem: mem}, metrics: m, log: log}
+	if cfg.Cluster != nil {
+		s.keys, s.clustered = cfg.Cluster, true
+	}
+	return s
 }
 
-// Serve accepts connections on ln until ctx ends, then closes them all.
+// Serve accepts connections on ln until ctx ends, then closes them all. A
+// connection whose handler panics is logged and closed; the others go on.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return connserve.Serve(ctx, ln, s.serveConn)
+	return connserve.Serve(ctx, ln, s.log, func(c net.Conn) { s.serveConn(ctx, c) })
 }
 
-// idleReader re-arms the idle timeout on every read.
-type idleReader struct {
-	conn net.Conn
-	d    time.Duration
+// deadlineReader arms the idle timeout before a command's first byte and
+// the I/O timeout for the rest, so a client may idle between commands
+// (LMCache keeps one connection open) but not trickle one in forever.
+type deadlineReader struct {
+	conn       net.Conn
+	idle, io   time.Duration
+	atBoundary bool
 }
 
-func (r idleReader) Read(p []byte) (int, error) {
-	_ = r.conn.SetReadDeadline(time.Now().Add(r.d))
-	return r.conn.Read(p)
+func (d *deadlineReader) Read(p []byte) (int, error) {
+	t := d.io
+	if d.atBoundary {
+		t = d.idle
+		d.atBoundary = false
+	}
+	_ = d.conn.SetReadDeadline(time.Now().Add(t))
+	return d.conn.Read(p)
 }
 
 // session is one connection's state.
 type session struct {
 	s      *Server
 	w      *bufio.Writer
+	buf    []byte // reused for replies' encoding
 	authed bool
 	quit   bool
 }
 
-func (s *Server) serveConn(conn net.Conn) {
+func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
-	br := bufio.NewReaderSize(idleReader{conn, s.cfg.IdleTimeout}, 64<<10)
-	rd := NewReader(br, s.cfg.Limits)
+	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout}
+	br := bufio.NewReaderSize(dr, 64<<10)
 	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), authed: s.cfg.Password == ""}
+	rd := NewReader(br, PreAuthLimits)
+	limited := !ss.authed
+	if !limited {
+		rd.SetLimits(s.cfg.Limits)
+	}
 	for !ss.quit {
+		if limited && ss.authed {
+			rd.SetLimits(s.cfg.Limits)
+			limited = false
+		}
+		dr.atBoundary = br.Buffered() == 0
 		args, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
 				s.metrics.Errors.WithLabelValues("resp", "malformed").Inc()
-				_, _ = ss.w.WriteString("-ERR Protocol error: " + sanitize(err.Error()) + "\r\n")
+				msg := "ERR Protocol error: "
+				if limited {
+					msg += "unauthenticated client: " // as Redis words it
+				}
+				ss.err(msg + err.Error())
+				_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
 				_ = ss.w.Flush()
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.metrics.Errors.WithLabelValues("resp", "io").Inc()
 			}
 			return
 		}
-		ss.handle(args)
+		// Armed per command, not only before Flush: a reply larger than
+		// the write buffer goes to the socket while it is being built.
+		_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
+		ss.dispatch(ctx, args)
 		// Pipelined commands are answered together.
 		if br.Buffered() == 0 || ss.quit {
-			_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.IOTimeout))
 			if err := ss.w.Flush(); err != nil {
 				s.metrics.Errors.WithLabelValues("resp", "io").Inc()
 				return
@@ -105,200 +150,59 @@ func (s *Server) serveConn(conn net.Conn) {
 	}
 }
 
-func sanitize(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
-
-func (ss *session) simple(s string) { _, _ = ss.w.WriteString("+" + s + "\r\n") }
-func (ss *session) err(s string)    { _, _ = ss.w.WriteString("-" + sanitize(s) + "\r\n") }
-func (ss *session) integer(n int)   { _, _ = ss.w.WriteString(":" + strconv.Itoa(n) + "\r\n") }
-func (ss *session) null()           { _, _ = ss.w.WriteString("$-1\r\n") }
-func (ss *session) array(n int)     { _, _ = ss.w.WriteString("*" + strconv.Itoa(n) + "\r\n") }
-func (ss *session) bulk(b []byte) {
-	_, _ = ss.w.WriteString("$" + strconv.Itoa(len(b)) + "\r\n")
-	_, _ = ss.w.Write(b) // large values bypass the buffer: no copy
-	_, _ = ss.w.WriteString("\r\n")
-}
-
-// handle runs one command.
-func (ss *session) handle(args [][]byte) {
+// dispatch runs one command through the table: lookup, auth, arity and
+// metrics happen here, once, for every command.
+func (ss *session) dispatch(ctx context.Context, args [][]byte) {
 	s := ss.s
-	start := time.Now()
-	name := strings.ToUpper(string(args[0]))
-	op, result := strings.ToLower(name), "ok"
-	defer func() {
-		if op != "" {
-			s.metrics.Requests.WithLabelValues("resp", op, result).Inc()
-			s.metrics.Duration.WithLabelValues("resp", op).Observe(time.Since(start).Seconds())
-		}
-	}()
-	wrongArity := func() {
-		ss.err(fmt.Sprintf("ERR wrong number of arguments for '%s' command", strings.ToLower(name)))
-		result = "error"
-	}
-	arity := func(least int) bool {
-		if len(args) < least {
-			wrongArity()
-			return false
-		}
-		return true
-	}
-	if !ss.authed && name != "AUTH" && name != "HELLO" && name != "QUIT" {
-		s.metrics.AuthFailures.WithLabelValues("resp").Inc()
-		ss.err("NOAUTH Authentication required.")
-		result = "error"
+	cmd, ok := commands[strings.ToUpper(string(args[0]))]
+	if !ok {
+		// Unknown names are not a label value: clients choose them.
+		s.metrics.Requests.WithLabelValues("resp", "unknown", "error").Inc()
+		ss.err("ERR unknown command '" + truncate(string(args[0]), 64) + "'")
 		return
 	}
-	switch name {
-	case "GET":
-		if !arity(2) {
-			return
-		}
-		if obj, ok := s.mem.Get(string(args[1])); ok {
-			ss.bulk(obj.Value)
-			s.metrics.BytesOut.WithLabelValues("resp").Add(float64(len(obj.Value)))
-			result = "hit"
-		} else {
-			ss.null()
-			result = "miss"
-		}
-	case "SET":
-		if !arity(3) {
-			return
-		}
-		expires, err := setExpiry(args[3:], s.mem.Now().UnixNano())
-		if err != nil {
-			ss.err(err.Error())
-			result = "error"
-			return
-		}
-		if !s.mem.Put(string(args[1]), &store.Object{Value: args[2], Expires: expires}) {
-			ss.err("ERR value larger than a memory shard")
-			result = "error"
-			return
-		}
-		s.metrics.BytesIn.WithLabelValues("resp").Add(float64(len(args[2])))
-		ss.simple("OK")
-	case "MGET":
-		if !arity(2) {
-			return
-		}
-		ss.array(len(args) - 1)
-		for _, k := range args[1:] {
-			if obj, ok := s.mem.Get(string(k)); ok {
-				ss.bulk(obj.Value)
-				s.metrics.BytesOut.WithLabelValues("resp").Add(float64(len(obj.Value)))
-			} else {
-				ss.null()
-			}
-		}
-	case "EXISTS":
-		if !arity(2) {
-			return
-		}
-		n := 0
-		for _, k := range args[1:] {
-			if s.mem.Contains(string(k)) {
-				n++
-			}
-		}
-		ss.integer(n)
-	case "DEL", "UNLINK":
-		if !arity(2) {
-			return
-		}
-		op = "delete"
-		n := 0
-		for _, k := range args[1:] {
-			if s.mem.Delete(string(k)) {
-				n++
-			}
-		}
-		ss.integer(n)
-	case "EXPIRE", "PEXPIRE", "TTL", "PTTL", "PERSIST":
-		want := 2
-		if name == "EXPIRE" || name == "PEXPIRE" {
-			want = 3
-		}
-		if len(args) > want && want == 3 {
-			ss.err("ERR " + name + " options (NX, XX, GT, LT) are not supported")
-			result = "error"
-			return
-		}
-		if len(args) != want {
-			wrongArity()
-			return
-		}
-		result = ss.expireCommand(name, args)
-	case "PING":
-		if len(args) > 1 {
-			ss.bulk(args[1])
-		} else {
-			ss.simple("PONG")
-		}
-	case "ECHO":
-		if arity(2) {
-			ss.bulk(args[1])
-		}
-	case "AUTH":
-		if !arity(2) {
-			return
-		}
-		pass := args[len(args)-1] // AUTH [user] password
-		switch {
-		case s.cfg.Password == "":
-			ss.err("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-			result = "error"
-		case subtle.ConstantTimeCompare(pass, []byte(s.cfg.Password)) == 1:
-			ss.authed = true
-			ss.simple("OK")
-		default:
-			s.metrics.AuthFailures.WithLabelValues("resp").Inc()
-			ss.err("WRONGPASS invalid username-password pair or user is disabled.")
-			result = "error"
-		}
-	case "HELLO":
-		// Clients then stay on RESP2.
-		ss.err("ERR unknown command 'HELLO'")
-		result = "error"
-	case "SELECT":
-		if !arity(2) {
-			return
-		}
-		if string(args[1]) != "0" {
-			ss.err("ERR DB index is out of range")
-			result = "error"
-			return
-		}
-		ss.simple("OK")
-	case "CLIENT":
-		ss.simple("OK") // SETINFO, SETNAME: accepted and ignored
-	case "COMMAND":
-		ss.array(0)
-	case "CONFIG":
-		// redis-benchmark asks for save and appendonly on start.
-		if len(args) >= 3 && strings.EqualFold(string(args[1]), "GET") {
-			key := strings.ToLower(string(args[2]))
-			val := map[string]string{"save": "", "appendonly": "no"}[key]
-			if key == "save" || key == "appendonly" {
-				ss.array(2)
-				ss.bulk([]byte(key))
-				ss.bulk([]byte(val))
-				return
-			}
-		}
-		ss.array(0)
-	case "INFO":
-		st := s.mem.Tiers()[0].Stats
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\nwarmpath_cacheserver:1\r\n# Memory\r\nused_memory:%d\r\nmaxmemory:%d\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", st.Bytes, st.Capacity, st.Objects)
-		ss.bulk(b.Bytes())
-	case "DBSIZE":
-		ss.integer(int(s.mem.Tiers()[0].Objects))
-	case "QUIT":
-		ss.simple("OK")
-		ss.quit = true
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.IOTimeout)
+	defer cancel()
+	result := "error"
+	switch {
+	case !ss.authed && !cmd.noAuth:
+		s.metrics.AuthFailures.WithLabelValues("resp").Inc()
+		ss.err("NOAUTH Authentication required.")
+	case !cmd.arityOK(len(args)):
+		ss.err("ERR wrong number of arguments for '" + cmd.name + "' command")
 	default:
-		op = "" // unknown names are not a label value
-		s.metrics.Requests.WithLabelValues("resp", "unknown", "error").Inc()
-		ss.err(fmt.Sprintf("ERR unknown command '%.64s'", sanitize(string(args[0]))))
+		result = cmd.run(ss, ctx, args)
 	}
+	s.metrics.Requests.WithLabelValues("resp", cmd.op, result).Inc()
+	s.metrics.Duration.WithLabelValues("resp", cmd.op).Observe(time.Since(start).Seconds())
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// Replies: encoded by the append* functions into the session's scratch
+// buffer, then buffered for the connection.
+
+func (ss *session) write(b []byte) {
+	_, _ = ss.w.Write(b)
+	ss.buf = b[:0]
+}
+
+func (ss *session) simple(s string) { ss.write(appendSimple(ss.buf[:0], s)) }
+func (ss *session) err(s string)    { ss.write(appendError(ss.buf[:0], s)) }
+func (ss *session) integer(n int)   { ss.write(appendInt(ss.buf[:0], int64(n))) }
+func (ss *session) null()           { ss.write(appendNull(ss.buf[:0])) }
+func (ss *session) array(n int)     { ss.write(appendArray(ss.buf[:0], n)) }
+
+// bulk writes v after its header, straight from the caller's slice: a
+// large value bypasses the buffer and is never copied.
+func (ss *session) bulk(v []byte) {
+	ss.write(appendBulkHeader(ss.buf[:0], len(v)))
+	_, _ = ss.w.Write(v)
+	_, _ = ss.w.WriteString("\r\n")
 }

@@ -75,6 +75,12 @@ const (
 	diskMagic   = "WPK2"
 )
 
+// MaxKeyBytes is the longest key the disk tier can store: the file format
+// gives a key's length 16 bits. The protocols refuse longer keys when they
+// are stored, whether or not a disk tier is configured, so a key's fate
+// does not depend on whether it is evicted to disk.
+const MaxKeyBytes = 1<<16 - 1
+
 // OpenDisk opens (creating) dir as a disk tier of capacity bytes and
 // loads its index (NewDisk, then Load).
 func OpenDisk(dir string, capacity int64, now func() time.Time) (*Disk, error) {
@@ -319,6 +325,10 @@ func decode(b []byte, clone bool) (string, *Object, error) {
 // so the directory stays within capacity while both it and the file it
 // replaces exist.
 func (d *Disk) Put(key string, obj *Object) error {
+	if len(key) > MaxKeyBytes {
+		// Written anyway, the length would wrap and the file read back corrupt.
+		return fmt.Errorf("disk tier: key of %d bytes exceeds %d", len(key), MaxKeyBytes)
+	}
 	hdr := encodeHeader(key, obj)
 	sum := crc32.Update(crc32.Checksum(hdr, castagnoli), castagnoli, obj.Value)
 	data := [][]byte{hdr, obj.Value, binary.LittleEndian.AppendUint32(nil, sum)}
