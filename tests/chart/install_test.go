@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,7 +47,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -152,14 +153,21 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
-	// The sim profile's endpoint gets workers, a router and its Service.
+	// The sim profile's endpoint gets workers, a router and its Service,
+	// and the router its Role and RoleBinding: the API server lets the
+	// operator create those without bind or escalate only because it holds
+	// every permission the Role grants.
 	waitFor(ctx, t, "the endpoint's children", func() bool {
 		var deps appsv1.DeploymentList
 		if err := c.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{"inference.warmpath.io/endpoint": "sim-llama"}); err != nil || len(deps.Items) < 2 {
 			return false
 		}
 		var svc corev1.Service
-		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, &svc) == nil
+		var role rbacv1.Role
+		var binding rbacv1.RoleBinding
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, &svc) == nil &&
+			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama-router"}, &role) == nil &&
+			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama-router"}, &binding) == nil
 	})
 	var deps appsv1.DeploymentList
 	if err := c.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{"inference.warmpath.io/endpoint": "sim-llama"}); err != nil {
