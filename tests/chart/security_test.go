@@ -86,3 +86,227 @@ func TestOperatorRBACLeastPrivilege(t *testing.T) {
 		t.Fatal("no ClusterRole rendered")
 	}
 }
+
+// dig walks a generic object along keys (map keys, or "0".. for list
+// items is not needed here: lists are taken whole).
+func dig(m map[string]any, keys ...string) any {
+	var v any = m
+	for _, k := range keys {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[k]
+	}
+	return v
+}
+
+// cacheServerContainer is the cache server workload's container, as a
+// generic map.
+func cacheServerContainer(t *testing.T, objs []object) map[string]any {
+	t.Helper()
+	for _, o := range objs {
+		if (o.Kind == "DaemonSet" || o.Kind == "StatefulSet") && o.Metadata.Labels["app.kubernetes.io/component"] == "cacheserver" {
+			cs, _ := dig(o.Raw, "spec", "template", "spec", "containers").([]any)
+			if len(cs) == 1 {
+				return cs[0].(map[string]any)
+			}
+		}
+	}
+	t.Fatal("no cache server workload rendered")
+	return nil
+}
+
+func stringsOf(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, s := range l {
+		out = append(out, s.(string))
+	}
+	return out
+}
+
+func flagValue(args []string, flag string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flag+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestCacheServerAuthOnByDefault: the default install requires a token on
+// RESP and on the objects API, from a Secret the chart generates (and
+// keeps across upgrades with lookup).
+func TestCacheServerAuthOnByDefault(t *testing.T) {
+	objs := renderProfile(t, "")
+	args := stringsOf(cacheServerContainer(t, objs)["args"])
+	for _, flag := range []string{"--password-file", "--http-token-file"} {
+		if _, ok := flagValue(args, flag); !ok {
+			t.Errorf("cache server runs without %s: %v", flag, args)
+		}
+	}
+	var secret bool
+	for _, o := range objs {
+		if o.Kind == "Secret" && o.Metadata.Name == "wp-warmpath-cacheserver-auth" {
+			secret = dig(o.Raw, "data", "token") != nil
+		}
+	}
+	if !secret {
+		t.Error("no generated auth Secret with a token")
+	}
+}
+
+// TestCacheServerObjectsAPIOnItsOwnPort: /v1/objects (tenant data) is
+// served on a port of its own, so the port Prometheus and the kubelet
+// reach (/metrics, /healthz, /readyz) carries no data.
+func TestCacheServerObjectsAPIOnItsOwnPort(t *testing.T) {
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			objs := renderProfile(t, p.file)
+			if !hasCacheServer(objs) {
+				t.Skip("no cache server in this profile")
+			}
+			args := stringsOf(cacheServerContainer(t, objs)["args"])
+			objects, ok := flagValue(args, "--objects-listen")
+			if !ok {
+				t.Fatalf("no --objects-listen: %v", args)
+			}
+			http, _ := flagValue(args, "--http-listen")
+			if portPart(objects) == portPart(http) {
+				t.Fatalf("objects API and metrics share port %s", portPart(http))
+			}
+		})
+	}
+}
+
+func hasCacheServer(objs []object) bool {
+	for _, o := range objs {
+		if o.Metadata.Labels["app.kubernetes.io/component"] == "cacheserver" && (o.Kind == "DaemonSet" || o.Kind == "StatefulSet") {
+			return true
+		}
+	}
+	return false
+}
+
+func portPart(addr string) string {
+	_, p, _ := strings.Cut(addr, ":")
+	return p
+}
+
+// TestCacheServerStartupProbe: loading a large disk tier must not be
+// killed by the liveness probe: a startup probe gives it its own budget.
+func TestCacheServerStartupProbe(t *testing.T) {
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			objs := renderProfile(t, p.file)
+			if !hasCacheServer(objs) {
+				t.Skip("no cache server in this profile")
+			}
+			c := cacheServerContainer(t, objs)
+			sp, ok := c["startupProbe"].(map[string]any)
+			if !ok {
+				t.Fatal("cache server has no startupProbe")
+			}
+			period, _ := sp["periodSeconds"].(float64)
+			failures, _ := sp["failureThreshold"].(float64)
+			if period*failures < 600 {
+				t.Errorf("startup budget %vs × %v is under 10 minutes", period, failures)
+			}
+		})
+	}
+}
+
+// workerLabels are the labels the operator sets on every worker pod
+// (services/operator/internal/controller/meta.go); managed-by is the
+// operator's own field owner, which an arbitrary pod has no reason to
+// carry, but it is the namespace scoping below that is the boundary.
+var workerLabels = map[string]string{
+	"app.kubernetes.io/name":       "warmpath",
+	"app.kubernetes.io/component":  "worker",
+	"app.kubernetes.io/managed-by": "warmpath-operator",
+}
+
+// metricsPort is the cache server's /metrics, /healthz and /readyz port,
+// the only port a NetworkPolicy may open beyond the release's workers:
+// Prometheus runs in a namespace of its own and the port carries no data.
+const metricsPort = 8080
+
+// TestNetworkPoliciesAdmitOnlyReleaseWorkers: every port carrying KV
+// data (lm://, RESP, the objects API, the peer port, Redis) admits only
+// the operator's worker pods in the release namespace or in a namespace
+// the chart's endpoints live in (matched by kubernetes.io/metadata.name,
+// which the API server sets and no tenant can), and the release's own
+// cache server pods. No rule admits every namespace, an IP block, or
+// every source.
+func TestNetworkPoliciesAdmitOnlyReleaseWorkers(t *testing.T) {
+	wantPolicies := map[string]int{"default": 1, "sim": 1, "redis": 1, "maximal": 2}
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			var n int
+			for _, o := range renderProfile(t, p.file) {
+				if o.Kind != "NetworkPolicy" {
+					continue
+				}
+				n++
+				rules, _ := dig(o.Raw, "spec", "ingress").([]any)
+				if len(rules) == 0 {
+					t.Errorf("%s admits nothing: the workers cannot reach it", o.Metadata.Name)
+				}
+				for i, r := range rules {
+					checkIngressRule(t, o.Metadata.Name, i, r.(map[string]any))
+				}
+			}
+			if n != wantPolicies[p.name] {
+				t.Errorf("%d NetworkPolicies, want %d", n, wantPolicies[p.name])
+			}
+		})
+	}
+}
+
+func checkIngressRule(t *testing.T, policy string, i int, rule map[string]any) {
+	t.Helper()
+	ports, _ := rule["ports"].([]any)
+	metricsOnly := len(ports) > 0
+	for _, p := range ports {
+		if port, _ := p.(map[string]any)["port"].(float64); port != metricsPort {
+			metricsOnly = false
+		}
+	}
+	from, _ := rule["from"].([]any)
+	if len(from) == 0 {
+		if !metricsOnly {
+			t.Errorf("%s rule %d admits every source on %v", policy, i, ports)
+		}
+		return
+	}
+	for _, f := range from {
+		peer := f.(map[string]any)
+		if peer["ipBlock"] != nil {
+			t.Errorf("%s rule %d admits an IP block: %v", policy, i, peer)
+			continue
+		}
+		if metricsOnly {
+			continue
+		}
+		if ns, ok := peer["namespaceSelector"].(map[string]any); ok {
+			ml, _ := ns["matchLabels"].(map[string]any)
+			if len(ns) != 1 || len(ml) != 1 || ml["kubernetes.io/metadata.name"] == nil {
+				t.Errorf("%s rule %d: namespaceSelector %v is not one named namespace", policy, i, ns)
+			}
+		}
+		ml, _ := dig(peer, "podSelector", "matchLabels").(map[string]any)
+		// A peer is the release's own cache server, in its own namespace
+		// (no namespaceSelector).
+		isPeer := ml["app.kubernetes.io/instance"] == "wp" && ml["app.kubernetes.io/component"] == "cacheserver" && peer["namespaceSelector"] == nil
+		isWorker := true
+		for k, v := range workerLabels {
+			if ml[k] != v {
+				isWorker = false
+			}
+		}
+		if !isWorker && !isPeer {
+			t.Errorf("%s rule %d admits pods that are neither the operator's workers nor the release's cache servers: %v", policy, i, peer)
+		}
+	}
+}

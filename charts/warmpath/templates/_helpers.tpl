@@ -80,3 +80,28 @@ true
 {{- end -}}
 {{- default (int64 $q | toString) $out -}}
 {{- end -}}
+
+{{/*
+NetworkPolicy peers for the release's workers: pods carrying the labels the
+operator sets on every worker (services/operator/internal/controller/meta.go),
+in the release namespace, the namespaces of this chart's endpoints, and the
+extra namespaces given. Each namespace is matched by kubernetes.io/metadata.name,
+which the API server sets and no tenant can, so a pod elsewhere that copies
+the labels is not admitted. Pass a dict with "ctx" and "extra" (a list).
+*/}}
+{{- define "warmpath.workerPeers" -}}
+{{- $nss := list .ctx.Release.Namespace -}}
+{{- range .ctx.Values.endpoints }}
+{{- $nss = append $nss (default $.ctx.Release.Namespace .namespace) -}}
+{{- end }}
+{{- range $ns := concat $nss (default list .extra) | uniq }}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ $ns }}
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/name: warmpath
+      app.kubernetes.io/component: worker
+      app.kubernetes.io/managed-by: warmpath-operator
+{{- end }}
+{{- end -}}
