@@ -310,3 +310,70 @@ func checkIngressRule(t *testing.T, policy string, i int, rule map[string]any) {
 		}
 	}
 }
+
+// TestRedisAdmitsWorkers: the chart's Redis answers remote workers. Run
+// through `sh -c`, redis-server misses the image entrypoint's
+// `--protected-mode no`, and Redis 7 without a password then answers
+// DENIED to every client not on loopback; so without a password the
+// command must say so itself. With one (the default), the password reaches
+// Redis on stdin (not argv) and the workers through a Secret reference on
+// the endpoint, never as text in the CR's URL.
+func TestRedisAdmitsWorkers(t *testing.T) {
+	tests := []struct {
+		name string
+		auth bool
+	}{
+		{"password (default)", true},
+		{"no password", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vals := loadValues(t, "ci/redis-values.yaml")
+			if !tt.auth {
+				vals["redis"].(map[string]any)["auth"] = map[string]any{"enabled": false}
+			}
+			out, err := render(t, vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var redis map[string]any
+			var endpoint map[string]any
+			for _, o := range objects(t, out) {
+				switch {
+				case o.Kind == "StatefulSet" && o.Metadata.Labels["app.kubernetes.io/component"] == "redis":
+					redis = dig(o.Raw, "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
+				case o.Kind == "InferenceEndpointConfig":
+					endpoint = o.Raw
+				}
+			}
+			if redis == nil || endpoint == nil {
+				t.Fatal("no Redis StatefulSet or no endpoint rendered")
+			}
+			cmd := strings.Join(append(stringsOf(redis["command"]), stringsOf(redis["args"])...), " ")
+			l2, _ := dig(endpoint, "spec", "kvCacheSpec", "l2CacheSpec").(map[string]any)
+			url, _ := l2["l2CacheLocalUrl"].(string)
+			if strings.Contains(url, "@") {
+				t.Errorf("endpoint URL carries credentials: %s", url)
+			}
+			ref, _ := l2["passwordSecretRef"].(map[string]any)
+			if !tt.auth {
+				if !strings.Contains(cmd, "--protected-mode no") {
+					t.Errorf("no password and protected mode left on: %s", cmd)
+				}
+				if ref != nil {
+					t.Errorf("passwordSecretRef %v without a password", ref)
+				}
+				return
+			}
+			if strings.Contains(cmd, "--requirepass") {
+				t.Errorf("password on redis-server's command line: %s", cmd)
+			}
+			if !strings.Contains(cmd, "requirepass") {
+				t.Errorf("Redis runs without its password: %s", cmd)
+			}
+			if ref["name"] != "wp-warmpath-redis" || ref["key"] != "password" {
+				t.Errorf("endpoint passwordSecretRef = %v, want the chart's Redis Secret", ref)
+			}
+		})
+	}
+}

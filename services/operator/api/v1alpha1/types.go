@@ -208,6 +208,7 @@ type KVCacheSpec struct {
 // L2CacheSpec is the remote KV cache shared by the workers.
 //
 // +kubebuilder:validation:XValidation:rule="self.l2CacheBackend.lowerAscii() != 'redis' || has(self.l2CacheLocalUrl)",message="l2CacheLocalUrl is required when l2CacheBackend is redis, e.g. redis://redis.default.svc:6379"
+// +kubebuilder:validation:XValidation:rule="!has(self.passwordSecretRef) || (has(self.l2CacheLocalUrl) && !self.l2CacheLocalUrl.startsWith('lm://'))",message="passwordSecretRef needs an l2CacheLocalUrl other than lm:// (lm:// has no authentication)"
 type L2CacheSpec struct {
 	// L2CacheBackend is tieredstorage (the warmpath cache server on each
 	// node) or redis, in any letter case.
@@ -219,10 +220,21 @@ type L2CacheSpec struct {
 	// (redis://, rediss://, redis-sentinel://, redis-cluster://, valkey://);
 	// for tieredstorage it overrides the node-local cache server
 	// (lm://host:port).
+	// A password never goes in it (the CR and the pod spec are readable
+	// by far more than the Secret): use passwordSecretRef.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(redis|rediss|redis-sentinel|redis-cluster|valkey|resp|lm)://[^\s/?#]+(/[^\s]*)?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z-]+://[^/@]*:[^/@]*@')",message="l2CacheLocalUrl must not carry a password: put it in a Secret and set passwordSecretRef"
 	// +optional
 	L2CacheLocalUrl string `json:"l2CacheLocalUrl,omitempty"`
+	// PasswordSecretRef is the Secret key holding the L2's password (Redis
+	// requirepass, or the cache server's RESP token). The operator passes
+	// it to the workers as an environment variable from the Secret and
+	// writes only a reference to it into LMCACHE_REMOTE_URL, which LMCache
+	// reads the password from, so the text appears in neither the CR nor
+	// the pod spec. The password must be URL-safe (no '@', ':', '/').
+	// +optional
+	PasswordSecretRef *corev1.SecretKeySelector `json:"passwordSecretRef,omitempty"`
 }
 
 // IntelligentRoutingSpec configures the router.

@@ -33,6 +33,11 @@ const (
 	// index must agree on them.
 	HashSeed = "0"
 
+	// l2PasswordEnv carries l2CacheSpec.passwordSecretRef into the worker;
+	// LMCACHE_REMOTE_URL refers to it as $(...), which the kubelet expands,
+	// so the password is in neither the CR nor the pod spec.
+	l2PasswordEnv = "WARMPATH_L2_PASSWORD"
+
 	lmcacheConfigDir  = "/etc/lmcache"
 	lmcacheConfigFile = "config.yaml"
 	kvConnector       = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`
@@ -210,6 +215,12 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 				ours = append(ours, field("HOST_IP", "status.hostIP"))
 				url = fmt.Sprintf("lm://$(HOST_IP):%d", o.CacheServerPort)
 			}
+			if ref := kv.L2CacheSpec.PasswordSecretRef; ref != nil {
+				// Declared before the URL: $(VAR) expands only variables
+				// defined earlier in the list.
+				ours = append(ours, corev1.EnvVar{Name: l2PasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref.DeepCopy()}})
+				url = urlWithPassword(url)
+			}
 			serde := kv.RemoteSerde
 			if serde == "" {
 				serde = "naive"
@@ -227,6 +238,22 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 		}
 	}
 	return append(env, ours...)
+}
+
+// urlWithPassword puts a reference to the password variable into the
+// URL's user info (scheme://[user]:$(VAR)@host...), the form LMCache's
+// Redis connectors read a password from. The CRD forbids a password in
+// the URL itself, so any user info present is a user name.
+func urlWithPassword(url string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	var user string
+	if u, host, found := strings.Cut(rest, "@"); found && !strings.ContainsAny(u, "/?#") {
+		user, rest = u, host
+	}
+	return scheme + "://" + user + ":$(" + l2PasswordEnv + ")@" + rest
 }
 
 func workerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-worker" }
