@@ -31,6 +31,13 @@ const (
 // cluster without editing its spec.
 const SimulateAnnotation = "inference.warmpath.io/simulate"
 
+// MaxNameLength bounds metadata.name so that every child name the operator
+// derives (the longest, <name>-workers, adds 8) is a DNS label of at most
+// 63 characters, as a Service name must be. The CRD's CEL rule on
+// metadata.name repeats the number (markers cannot refer to constants);
+// TestInvalidSpecsRejected holds the two together.
+const MaxNameLength = 55
+
 // InferenceEndpointConfigSpec is the desired endpoint: a model served by
 // vLLM+LMCache workers, optionally behind the warmpath router.
 //
@@ -262,6 +269,10 @@ type IntelligentRoutingSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RouterReplicas *int32 `json:"routerReplicas,omitempty"`
+	// RouterResources replaces the router's default resources (requests
+	// 100m CPU, 128Mi memory). A warmpath addition.
+	// +optional
+	RouterResources *corev1.ResourceRequirements `json:"routerResources,omitempty"`
 }
 
 // MetricsSpec configures metrics collection.
@@ -362,6 +373,17 @@ type WorkerSpec struct {
 	// RequestLimits bound the requests the router admits.
 	// +optional
 	RequestLimits *RequestLimits `json:"requestLimits,omitempty"`
+	// PodSecurityContext replaces the workers' default pod security context
+	// (non-root uid 1000, fsGroup 1000, RuntimeDefault seccomp), for an
+	// image that must run as another user. A warmpath addition.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+	// SecurityContext replaces the worker container's default security
+	// context (no privilege escalation, all capabilities dropped; a
+	// writable root filesystem, which vLLM's images expect), for an image
+	// that needs a capability or more. A warmpath addition.
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ModelInvocationPort is the worker's serving port.
@@ -481,6 +503,7 @@ type InferenceEndpointConfigStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 55 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 55 characters starting with a letter: the operator names the endpoint's Services <name> and <name>-workers"
 type InferenceEndpointConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -391,6 +391,13 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			`spec.modelSourceConfig.modelSourceType: Unsupported value: "fsx"`},
 		{"no image", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Worker.Image = "" },
 			"spec.worker.image in body should be at least 1 chars long"},
+		// Every child name (<name>-workers the longest) must be a DNS label.
+		{"name too long", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "a" + strings.Repeat("b", v1alpha1.MaxNameLength) },
+			"metadata.name must be a DNS label of at most 55 characters"},
+		{"name not a DNS label", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "a.b" },
+			"metadata.name must be a DNS label of at most 55 characters"},
+		{"name starts with a digit", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "1b" },
+			"metadata.name must be a DNS label of at most 55 characters"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
