@@ -2,9 +2,11 @@ package chart
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )
 
@@ -373,6 +375,62 @@ func TestRedisAdmitsWorkers(t *testing.T) {
 			}
 			if ref["name"] != "wp-warmpath-redis" || ref["key"] != "password" {
 				t.Errorf("endpoint passwordSecretRef = %v, want the chart's Redis Secret", ref)
+			}
+		})
+	}
+}
+
+// TestCacheServerDiskHeadroom: the disk tier's byte accounting ignores
+// block rounding and the temporary file written before an eviction, so
+// the volume (emptyDir sizeLimit, PVC request) must be larger than
+// --disk-capacity-bytes: at least a tenth plus one largest object (256 MiB).
+// At the bound itself, the kubelet evicts the pod (emptyDir) or writes
+// fail (PVC).
+func TestCacheServerDiskHeadroom(t *testing.T) {
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			objs := renderProfile(t, p.file)
+			if !hasCacheServer(objs) {
+				t.Skip("no cache server in this profile")
+			}
+			args := stringsOf(cacheServerContainer(t, objs)["args"])
+			capStr, ok := flagValue(args, "--disk-capacity-bytes")
+			if !ok {
+				t.Skip("no disk tier")
+			}
+			capacity, err := strconv.ParseInt(capStr, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var size string
+			for _, o := range objs {
+				if (o.Kind != "DaemonSet" && o.Kind != "StatefulSet") || o.Metadata.Labels["app.kubernetes.io/component"] != "cacheserver" {
+					continue
+				}
+				vols, _ := dig(o.Raw, "spec", "template", "spec", "volumes").([]any)
+				for _, v := range vols {
+					if v := v.(map[string]any); v["name"] == "disk" {
+						if s, ok := dig(v, "emptyDir", "sizeLimit").(string); ok {
+							size = s
+						}
+					}
+				}
+				claims, _ := dig(o.Raw, "spec", "volumeClaimTemplates").([]any)
+				for _, c := range claims {
+					if s, ok := dig(c.(map[string]any), "spec", "resources", "requests", "storage").(string); ok {
+						size = s
+					}
+				}
+			}
+			if size == "" {
+				t.Skip("disk volume has no size (hostPath)")
+			}
+			q, err := resource.ParseQuantity(size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := capacity + capacity/10 + 256<<20; q.Value() < want {
+				t.Errorf("disk volume %s (%d bytes) leaves under a tenth plus 256 MiB over --disk-capacity-bytes=%d (want ≥ %d)", size, q.Value(), capacity, want)
 			}
 		})
 	}

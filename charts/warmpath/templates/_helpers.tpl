@@ -68,6 +68,18 @@ true
 {{- printf "redis://%s.%s.svc:6379" (include "warmpath.redis.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
+{{/*
+The disk tier's volume size in bytes: the tier's capacity plus a tenth (its
+accounting ignores file-system block rounding) plus one largest object (the
+temporary file written before an eviction makes room), so the kubelet does not
+evict the pod at an emptyDir's sizeLimit, nor a PVC fill, while the tier is
+within its bound.
+*/}}
+{{- define "warmpath.cacheserver.diskVolumeBytes" -}}
+{{- $cap := include "warmpath.bytes" .Values.cacheserver.disk.capacity | int64 -}}
+{{- add $cap (div $cap 10) 268435456 -}}
+{{- end -}}
+
 {{/* A Kubernetes quantity (4Gi, 512Mi, 1G, or plain bytes) as bytes. */}}
 {{- define "warmpath.bytes" -}}
 {{- $q := toString . -}}
