@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -98,6 +101,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 	if len(operatorArgs) == 0 {
 		t.Fatal("no operator Deployment rendered")
 	}
+	checkAuthSecretKept(t, c, cfg, ns)
 
 	// The operator, as the chart's ServiceAccount, with the chart's RBAC
 	// only.
@@ -225,4 +229,33 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// checkAuthSecretKept renders the chart again as an upgrade would, with
+// lookup reaching the API server, and requires the cache server's
+// generated token to be the one installed: an upgrade that rotated it
+// would lock out every client holding the old one.
+func checkAuthSecretKept(t *testing.T, c client.Client, cfg *rest.Config, ns string) {
+	t.Helper()
+	var installed corev1.Secret
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "wp-warmpath-cacheserver-auth"}, &installed); err != nil {
+		t.Fatalf("the generated auth Secret was not installed: %v", err)
+	}
+	chrt := loadChart(t)
+	vals, err := chartutil.ToRenderValues(chrt, loadValues(t, "values-sim.yaml"),
+		chartutil.ReleaseOptions{Name: "wp", Namespace: ns, IsUpgrade: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.RenderWithClient(chrt, vals, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upgraded corev1.Secret
+	if err := yaml.Unmarshal([]byte(files["warmpath/templates/cacheserver/secret.yaml"]), &upgraded); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(upgraded.Data["token"]), string(installed.Data["token"]); got == "" || got != want {
+		t.Errorf("an upgrade renders token %q, the installed one is %q", got, want)
+	}
 }
