@@ -294,6 +294,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"bad endpoint name", "endpoints: [{name: Bad_Name, spec: {modelName: m, modelSourceConfig: {}, worker: {image: i}}}]", "name"},
 		{"endpoint without worker", "endpoints: [{name: e, spec: {modelName: m, modelSourceConfig: {}}}]", "worker"},
 		{"bad pull policy", "images: {pullPolicy: Sometimes}", "pullPolicy"},
+		{"objects port out of range", "cacheserver: {ports: {objects: 0}}", "objects"},
+		{"worker namespace not a DNS label", "cacheserver: {networkPolicy: {extraWorkerNamespaces: [Bad_NS]}}", "extraWorkerNamespaces"},
+		{"startup probe without checks", "cacheserver: {startupProbe: {failureThreshold: 0}}", "failureThreshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
