@@ -179,8 +179,19 @@ func TestInstallOnAPIServer(t *testing.T) {
 	}
 	images := map[string]bool{}
 	for _, d := range deps.Items {
+		// The pods the operator creates are locked down as the chart's own.
+		if psc := d.Spec.Template.Spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+			t.Errorf("Deployment %s may run as root: %+v", d.Name, psc)
+		}
 		for _, ctr := range d.Spec.Template.Spec.Containers {
 			images[ctr.Image] = true
+			if sc := ctr.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || len(sc.Capabilities.Drop) == 0 {
+				t.Errorf("Deployment %s container %s is not locked down: %+v", d.Name, ctr.Name, sc)
+			}
+			if len(ctr.Resources.Requests) == 0 {
+				t.Errorf("Deployment %s container %s has no resource requests", d.Name, ctr.Name)
+			}
 		}
 	}
 	for _, want := range []string{"warmpath/vllm-sim:dev", "warmpath/router:dev"} {
