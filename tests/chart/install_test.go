@@ -11,12 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -46,7 +50,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -97,6 +101,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 	if len(operatorArgs) == 0 {
 		t.Fatal("no operator Deployment rendered")
 	}
+	checkAuthSecretKept(t, c, cfg, ns)
 
 	// The operator, as the chart's ServiceAccount, with the chart's RBAC
 	// only.
@@ -152,14 +157,21 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
-	// The sim profile's endpoint gets workers, a router and its Service.
+	// The sim profile's endpoint gets workers, a router and its Service,
+	// and the router its Role and RoleBinding: the API server lets the
+	// operator create those without bind or escalate only because it holds
+	// every permission the Role grants.
 	waitFor(ctx, t, "the endpoint's children", func() bool {
 		var deps appsv1.DeploymentList
 		if err := c.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{"inference.warmpath.io/endpoint": "sim-llama"}); err != nil || len(deps.Items) < 2 {
 			return false
 		}
 		var svc corev1.Service
-		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, &svc) == nil
+		var role rbacv1.Role
+		var binding rbacv1.RoleBinding
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, &svc) == nil &&
+			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama-router"}, &role) == nil &&
+			c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama-router"}, &binding) == nil
 	})
 	var deps appsv1.DeploymentList
 	if err := c.List(ctx, &deps, client.InNamespace(ns), client.MatchingLabels{"inference.warmpath.io/endpoint": "sim-llama"}); err != nil {
@@ -167,8 +179,19 @@ func TestInstallOnAPIServer(t *testing.T) {
 	}
 	images := map[string]bool{}
 	for _, d := range deps.Items {
+		// The pods the operator creates are locked down as the chart's own.
+		if psc := d.Spec.Template.Spec.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot {
+			t.Errorf("Deployment %s may run as root: %+v", d.Name, psc)
+		}
 		for _, ctr := range d.Spec.Template.Spec.Containers {
 			images[ctr.Image] = true
+			if sc := ctr.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.Capabilities == nil || len(sc.Capabilities.Drop) == 0 {
+				t.Errorf("Deployment %s container %s is not locked down: %+v", d.Name, ctr.Name, sc)
+			}
+			if len(ctr.Resources.Requests) == 0 {
+				t.Errorf("Deployment %s container %s has no resource requests", d.Name, ctr.Name)
+			}
 		}
 	}
 	for _, want := range []string{"warmpath/vllm-sim:dev", "warmpath/router:dev"} {
@@ -217,4 +240,33 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// checkAuthSecretKept renders the chart again as an upgrade would, with
+// lookup reaching the API server, and requires the cache server's
+// generated token to be the one installed: an upgrade that rotated it
+// would lock out every client holding the old one.
+func checkAuthSecretKept(t *testing.T, c client.Client, cfg *rest.Config, ns string) {
+	t.Helper()
+	var installed corev1.Secret
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "wp-warmpath-cacheserver-auth"}, &installed); err != nil {
+		t.Fatalf("the generated auth Secret was not installed: %v", err)
+	}
+	chrt := loadChart(t)
+	vals, err := chartutil.ToRenderValues(chrt, loadValues(t, "values-sim.yaml"),
+		chartutil.ReleaseOptions{Name: "wp", Namespace: ns, IsUpgrade: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := engine.RenderWithClient(chrt, vals, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upgraded corev1.Secret
+	if err := yaml.Unmarshal([]byte(files["warmpath/templates/cacheserver/secret.yaml"]), &upgraded); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(upgraded.Data["token"]), string(installed.Data["token"]); got == "" || got != want {
+		t.Errorf("an upgrade renders token %q, the installed one is %q", got, want)
+	}
 }

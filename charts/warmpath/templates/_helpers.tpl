@@ -68,6 +68,18 @@ true
 {{- printf "redis://%s.%s.svc:6379" (include "warmpath.redis.fullname" .) .Release.Namespace -}}
 {{- end -}}
 
+{{/*
+The disk tier's volume size in bytes: the tier's capacity plus a tenth (its
+accounting ignores file-system block rounding) plus one largest object (the
+temporary file written before an eviction makes room), so the kubelet does not
+evict the pod at an emptyDir's sizeLimit, nor a PVC fill, while the tier is
+within its bound.
+*/}}
+{{- define "warmpath.cacheserver.diskVolumeBytes" -}}
+{{- $cap := include "warmpath.bytes" .Values.cacheserver.disk.capacity | int64 -}}
+{{- add $cap (div $cap 10) 268435456 -}}
+{{- end -}}
+
 {{/* A Kubernetes quantity (4Gi, 512Mi, 1G, or plain bytes) as bytes. */}}
 {{- define "warmpath.bytes" -}}
 {{- $q := toString . -}}
@@ -79,4 +91,29 @@ true
 {{- end -}}
 {{- end -}}
 {{- default (int64 $q | toString) $out -}}
+{{- end -}}
+
+{{/*
+NetworkPolicy peers for the release's workers: pods carrying the labels the
+operator sets on every worker (services/operator/internal/controller/meta.go),
+in the release namespace, the namespaces of this chart's endpoints, and the
+extra namespaces given. Each namespace is matched by kubernetes.io/metadata.name,
+which the API server sets and no tenant can, so a pod elsewhere that copies
+the labels is not admitted. Pass a dict with "ctx" and "extra" (a list).
+*/}}
+{{- define "warmpath.workerPeers" -}}
+{{- $nss := list .ctx.Release.Namespace -}}
+{{- range .ctx.Values.endpoints }}
+{{- $nss = append $nss (default $.ctx.Release.Namespace .namespace) -}}
+{{- end }}
+{{- range $ns := concat $nss (default list .extra) | uniq }}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: {{ $ns }}
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/name: warmpath
+      app.kubernetes.io/component: worker
+      app.kubernetes.io/managed-by: warmpath-operator
+{{- end }}
 {{- end -}}

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string) error {
 	respListen := fs.String("resp-listen", "0.0.0.0:6379", "address for RESP (Redis protocol): LMCache's redis connector, redis-cli, go-redis")
 	passwordFile := fs.String("password-file", "", "file holding the password RESP clients must AUTH with (or the password itself in "+envPassword+"; default: none)")
 	httpListen := fs.String("http-listen", "0.0.0.0:8080", "address for HTTP: /v1/objects, /healthz, /readyz, /metrics, /v1/stats")
+	objectsListen := fs.String("objects-listen", "", "address for the data API (/v1/objects, /v1/stats) apart from --http-listen, which then serves only /healthz, /readyz and /metrics; empty: all on --http-listen")
 	httpTokenFile := fs.String("http-token-file", "", "file holding the bearer token HTTP clients must send on /v1/objects and /v1/stats (or the token itself in "+envHTTPToken+"; default: none)")
 	metricsAuth := fs.Bool("metrics-auth", false, "require the HTTP bearer token on /metrics too (default: /metrics is open, like /healthz and /readyz)")
 	tlsCert := fs.String("tls-cert-file", "", "PEM certificate (chain) for RESP and HTTP; with --tls-key-file, both serve TLS only (lm:// stays plaintext); reloaded when the files change")
@@ -157,16 +158,32 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen http: %w", err)
 	}
+	var objectsLn net.Listener
+	if *objectsListen != "" {
+		if objectsLn, err = lc.Listen(ctx, "tcp", *objectsListen); err != nil {
+			return fmt.Errorf("listen objects: %w", err)
+		}
+	}
 	if tf := (tlsconf.Files{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsClientCA}); tf.Enabled() {
 		tlsCfg, err := tlsconf.Server(tf, 0, log)
 		if err != nil {
 			return err
 		}
 		respLn, httpLn = tls.NewListener(respLn, tlsCfg), tls.NewListener(httpLn, tlsCfg)
+		if objectsLn != nil {
+			objectsLn = tls.NewListener(objectsLn, tlsCfg)
+		}
 		log.Info("tls on resp and http", "cert", *tlsCert, "client_ca", *tlsClientCA)
 	}
-	hs := httpserve.New(httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load}, mem, m, reg), log)
-	errc := make(chan error, 6)
+	api := httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load}, mem, m, reg)
+	var objectsSrv *http.Server
+	if objectsLn != nil {
+		var data http.Handler
+		api, data = splitHTTP(api)
+		objectsSrv = httpserve.New(data, log)
+	}
+	hs := httpserve.New(api, log)
+	errc := make(chan error, 7)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
 	respCfg := resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}
 	if *peerListen != "" {
@@ -212,12 +229,19 @@ func run(ctx context.Context, args []string) error {
 			log.Info("disk tier loaded", "dir", *diskDir, "capacity_bytes", *diskCap, "objects", disk.Stats().Objects, "took", time.Since(start).String())
 		}()
 	}
+	if objectsSrv != nil {
+		go func() { errc <- objectsSrv.Serve(objectsLn) }()
+		log.Info("objects api", "listen", objectsLn.Addr().String())
+	}
 	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
 	httpserve.Shutdown(ctx, hs, *grace, log)
+	if objectsSrv != nil {
+		httpserve.Shutdown(ctx, objectsSrv, *grace, log)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

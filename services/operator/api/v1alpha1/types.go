@@ -31,6 +31,13 @@ const (
 // cluster without editing its spec.
 const SimulateAnnotation = "inference.warmpath.io/simulate"
 
+// MaxNameLength bounds metadata.name so that every child name the operator
+// derives (the longest, <name>-workers, adds 8) is a DNS label of at most
+// 63 characters, as a Service name must be. The CRD's CEL rule on
+// metadata.name repeats the number (markers cannot refer to constants);
+// TestInvalidSpecsRejected holds the two together.
+const MaxNameLength = 55
+
 // InferenceEndpointConfigSpec is the desired endpoint: a model served by
 // vLLM+LMCache workers, optionally behind the warmpath router.
 //
@@ -208,6 +215,7 @@ type KVCacheSpec struct {
 // L2CacheSpec is the remote KV cache shared by the workers.
 //
 // +kubebuilder:validation:XValidation:rule="self.l2CacheBackend.lowerAscii() != 'redis' || has(self.l2CacheLocalUrl)",message="l2CacheLocalUrl is required when l2CacheBackend is redis, e.g. redis://redis.default.svc:6379"
+// +kubebuilder:validation:XValidation:rule="!has(self.passwordSecretRef) || (has(self.l2CacheLocalUrl) && !self.l2CacheLocalUrl.startsWith('lm://'))",message="passwordSecretRef needs an l2CacheLocalUrl other than lm:// (lm:// has no authentication)"
 type L2CacheSpec struct {
 	// L2CacheBackend is tieredstorage (the warmpath cache server on each
 	// node) or redis, in any letter case.
@@ -219,10 +227,21 @@ type L2CacheSpec struct {
 	// (redis://, rediss://, redis-sentinel://, redis-cluster://, valkey://);
 	// for tieredstorage it overrides the node-local cache server
 	// (lm://host:port).
+	// A password never goes in it (the CR and the pod spec are readable
+	// by far more than the Secret): use passwordSecretRef.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^(redis|rediss|redis-sentinel|redis-cluster|valkey|resp|lm)://[^\s/?#]+(/[^\s]*)?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[a-z-]+://[^/@]*:[^/@]*@')",message="l2CacheLocalUrl must not carry a password: put it in a Secret and set passwordSecretRef"
 	// +optional
 	L2CacheLocalUrl string `json:"l2CacheLocalUrl,omitempty"`
+	// PasswordSecretRef is the Secret key holding the L2's password (Redis
+	// requirepass, or the cache server's RESP token). The operator passes
+	// it to the workers as an environment variable from the Secret and
+	// writes only a reference to it into LMCACHE_REMOTE_URL, which LMCache
+	// reads the password from, so the text appears in neither the CR nor
+	// the pod spec. The password must be URL-safe (no '@', ':', '/').
+	// +optional
+	PasswordSecretRef *corev1.SecretKeySelector `json:"passwordSecretRef,omitempty"`
 }
 
 // IntelligentRoutingSpec configures the router.
@@ -250,6 +269,10 @@ type IntelligentRoutingSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RouterReplicas *int32 `json:"routerReplicas,omitempty"`
+	// RouterResources replaces the router's default resources (requests
+	// 100m CPU, 128Mi memory). A warmpath addition.
+	// +optional
+	RouterResources *corev1.ResourceRequirements `json:"routerResources,omitempty"`
 }
 
 // MetricsSpec configures metrics collection.
@@ -350,6 +373,17 @@ type WorkerSpec struct {
 	// RequestLimits bound the requests the router admits.
 	// +optional
 	RequestLimits *RequestLimits `json:"requestLimits,omitempty"`
+	// PodSecurityContext replaces the workers' default pod security context
+	// (non-root uid 1000, fsGroup 1000, RuntimeDefault seccomp), for an
+	// image that must run as another user. A warmpath addition.
+	// +optional
+	PodSecurityContext *corev1.PodSecurityContext `json:"podSecurityContext,omitempty"`
+	// SecurityContext replaces the worker container's default security
+	// context (no privilege escalation, all capabilities dropped; a
+	// writable root filesystem, which vLLM's images expect), for an image
+	// that needs a capability or more. A warmpath addition.
+	// +optional
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // ModelInvocationPort is the worker's serving port.
@@ -469,6 +503,7 @@ type InferenceEndpointConfigStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 55 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 55 characters starting with a letter: the operator names the endpoint's Services <name> and <name>-workers"
 type InferenceEndpointConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -53,6 +53,11 @@ func TestWorkerGolden(t *testing.T) {
 			e.Spec.IntelligentRoutingSpec = v1alpha1.IntelligentRoutingSpec{Enabled: ptr.To(true), RoutingStrategy: v1alpha1.StrategyKVAware}
 			e.Spec.ModelSourceConfig.HuggingFaceModel.TokenSecretRef = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}
 		}},
+		{"redis-password", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.KVCacheSpec.EnableL2Cache = ptr.To(true)
+			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "redis://redis.default.svc:6379",
+				PasswordSecretRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "password"}}
+		}},
 		{"cacheconfigfile-session", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.CacheConfigFile = "chunk_size: 256\nlocal_cpu: true\n"
 			e.Spec.IntelligentRoutingSpec = v1alpha1.IntelligentRoutingSpec{Enabled: ptr.To(true), RoutingStrategy: v1alpha1.StrategySession}
@@ -358,6 +363,13 @@ func TestInvalidSpecsRejected(t *testing.T) {
 		}, "l2CacheLocalUrl is required when l2CacheBackend is redis"},
 		{"l2 without backend", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.KVCacheSpec.EnableL2Cache = ptr.To(true) },
 			"enableL2Cache needs l2CacheSpec.l2CacheBackend"},
+		{"password in the url", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "redis://:hunter2@redis:6379"}
+		}, "l2CacheLocalUrl must not carry a password"},
+		{"password for lm://", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "tieredstorage",
+				PasswordSecretRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "s"}, Key: "k"}}
+		}, "passwordSecretRef needs an l2CacheLocalUrl other than lm://"},
 		{"bad url", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "http://redis:6379"}
 		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheLocalUrl: Invalid value"},
@@ -379,6 +391,13 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			`spec.modelSourceConfig.modelSourceType: Unsupported value: "fsx"`},
 		{"no image", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Worker.Image = "" },
 			"spec.worker.image in body should be at least 1 chars long"},
+		// Every child name (<name>-workers the longest) must be a DNS label.
+		{"name too long", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "a" + strings.Repeat("b", v1alpha1.MaxNameLength) },
+			"metadata.name must be a DNS label of at most 55 characters"},
+		{"name not a DNS label", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "a.b" },
+			"metadata.name must be a DNS label of at most 55 characters"},
+		{"name starts with a digit", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "1b" },
+			"metadata.name must be a DNS label of at most 55 characters"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

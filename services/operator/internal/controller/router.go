@@ -132,11 +132,14 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(iec, componentRouter)},
 				Spec: corev1.PodSpec{
 					ServiceAccountName: routerName(iec),
+					SecurityContext:    podSecurity(scratchUID),
 					Containers: []corev1.Container{{
-						Name:  "router",
-						Image: o.RouterImage,
-						Args:  routerArgs(iec),
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
+						Name:            "router",
+						Image:           o.RouterImage,
+						Args:            routerArgs(iec),
+						SecurityContext: containerSecurity(true),
+						Resources:       routerResources(iec),
+						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
 						VolumeMounts: []corev1.VolumeMount{{
 							Name: "config", MountPath: routerConfigDir, ReadOnly: true,
 						}},

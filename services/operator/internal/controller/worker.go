@@ -33,6 +33,11 @@ const (
 	// index must agree on them.
 	HashSeed = "0"
 
+	// l2PasswordEnv carries l2CacheSpec.passwordSecretRef into the worker;
+	// LMCACHE_REMOTE_URL refers to it as $(...), which the kubelet expands,
+	// so the password is in neither the CR nor the pod spec.
+	l2PasswordEnv = "WARMPATH_L2_PASSWORD"
+
 	lmcacheConfigDir  = "/etc/lmcache"
 	lmcacheConfigFile = "config.yaml"
 	kvConnector       = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`
@@ -184,6 +189,11 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}}
 	}
 	ours := []corev1.EnvVar{field("POD_NAME", "metadata.name"), {Name: "PYTHONHASHSEED", Value: HashSeed}}
+	if !slices.ContainsFunc(iec.Spec.Worker.EnvironmentVariables, func(e corev1.EnvVar) bool { return e.Name == "HOME" }) {
+		// The worker's uid may be unknown to the image (home "/"): its
+		// caches go to an emptyDir. A HOME of the user's own wins.
+		ours = append(ours, corev1.EnvVar{Name: "HOME", Value: workerHome})
+	}
 	if hf := iec.Spec.ModelSourceConfig.HuggingFaceModel; iec.Spec.ModelSourceConfig.ModelSourceType == v1alpha1.ModelSourceHuggingFace &&
 		hf != nil && hf.TokenSecretRef != nil {
 		ours = append(ours, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: hf.TokenSecretRef.DeepCopy()}})
@@ -210,6 +220,12 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 				ours = append(ours, field("HOST_IP", "status.hostIP"))
 				url = fmt.Sprintf("lm://$(HOST_IP):%d", o.CacheServerPort)
 			}
+			if ref := kv.L2CacheSpec.PasswordSecretRef; ref != nil {
+				// Declared before the URL: $(VAR) expands only variables
+				// defined earlier in the list.
+				ours = append(ours, corev1.EnvVar{Name: l2PasswordEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref.DeepCopy()}})
+				url = urlWithPassword(url)
+			}
 			serde := kv.RemoteSerde
 			if serde == "" {
 				serde = "naive"
@@ -227,6 +243,22 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 		}
 	}
 	return append(env, ours...)
+}
+
+// urlWithPassword puts a reference to the password variable into the
+// URL's user info (scheme://[user]:$(VAR)@host...), the form LMCache's
+// Redis connectors read a password from. The CRD forbids a password in
+// the URL itself, so any user info present is a user name.
+func urlWithPassword(url string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	var user string
+	if u, host, found := strings.Cut(rest, "@"); found && !strings.ContainsAny(u, "/?#") {
+		user, rest = u, host
+	}
+	return scheme + "://" + user + ":$(" + l2PasswordEnv + ")@" + rest
 }
 
 func workerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-worker" }
@@ -254,8 +286,11 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			corev1.ContainerPort{Name: "kv-replay", ContainerPort: KVReplayPort, Protocol: corev1.ProtocolTCP})
 	}
 
-	volumes := []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}}
-	mounts := []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm"}}
+	volumes := []corev1.Volume{
+		{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}},
+		{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	mounts := []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm"}, {Name: "home", MountPath: workerHome}}
 	src := iec.Spec.ModelSourceConfig
 	if src.ModelSourceType == v1alpha1.ModelSourceKubernetesVolume && src.KubernetesVolume != nil && w.ModelVolumeMount != nil {
 		ro := isTrue(src.KubernetesVolume.ReadOnly, true)
@@ -300,15 +335,17 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		}
 	}
 
+	podSC, ctrSC := workerSecurity(iec)
 	c := corev1.Container{
-		Name:           "vllm",
-		Image:          plan.Image,
-		Args:           plan.Args,
-		Env:            plan.Env,
-		Ports:          ports,
-		VolumeMounts:   mounts,
-		ReadinessProbe: probe(w.Probes.Readiness, 5, 3),
-		LivenessProbe:  probe(w.Probes.Liveness, 10, 3),
+		Name:            "vllm",
+		SecurityContext: ctrSC,
+		Image:           plan.Image,
+		Args:            plan.Args,
+		Env:             plan.Env,
+		Ports:           ports,
+		VolumeMounts:    mounts,
+		ReadinessProbe:  probe(w.Probes.Readiness, 5, 3),
+		LivenessProbe:   probe(w.Probes.Liveness, 10, 3),
 		// Loading weights takes minutes: up to 20 before liveness applies.
 		StartupProbe: probe(w.Probes.Startup, 10, 120),
 	}
@@ -332,8 +369,9 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{c},
-					Volumes:    volumes,
+					SecurityContext: podSC,
+					Containers:      []corev1.Container{c},
+					Volumes:         volumes,
 					// Let in-flight generations finish on scale-down.
 					TerminationGracePeriodSeconds: ptr.To(int64(60)),
 				},

@@ -41,3 +41,21 @@ func TestHubModelArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestURLWithPassword(t *testing.T) {
+	const p = "$(" + l2PasswordEnv + ")"
+	cases := []struct{ in, want string }{
+		{"redis://redis.default.svc:6379", "redis://:" + p + "@redis.default.svc:6379"},
+		{"rediss://r:6380/0", "rediss://:" + p + "@r:6380/0"},
+		{"redis://alice@r:6379", "redis://alice:" + p + "@r:6379"},
+		{"redis-sentinel://a:26379,b:26379/mymaster", "redis-sentinel://:" + p + "@a:26379,b:26379/mymaster"},
+		{"resp://cache:6379", "resp://:" + p + "@cache:6379"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := urlWithPassword(tc.in); got != tc.want {
+				t.Errorf("urlWithPassword(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
