@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -164,4 +165,16 @@ func FreeAddr(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("find a free port: %w", err)
 	}
 	return addr, nil
+}
+
+// Build compiles the main package pkg (an import path) into dir as a
+// static binary named after its last element, and returns its path.
+func Build(ctx context.Context, dir, pkg string) (string, error) {
+	bin := filepath.Join(dir, path.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", path.Base(pkg), err, b)
+	}
+	return bin, nil
 }

@@ -166,11 +166,9 @@ func run(out string, d time.Duration, conns int, capacity int64, redisToo bool) 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "cacheserver")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build cacheserver: %w\n%s", err, b)
+	bin, err := proc.Build(ctx, dir, "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver")
+	if err != nil {
+		return err
 	}
 	goal := capacity*5/4 + 64*mib
 	var rows []row
