@@ -151,10 +151,10 @@ type Request struct {
 
 // Reader reads requests from a connection.
 type Reader struct {
-	r      io.Reader
-	max    int
+	r       io.Reader
+	max     int
 	reserve func(n int) error
-	header [RequestHeaderSize]byte
+	header  [RequestHeaderSize]byte
 }
 
 // SetReserve makes the reader call reserve with a PUT's length once it has
