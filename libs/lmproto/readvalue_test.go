@@ -27,11 +27,13 @@ func TestReadValueAllocatesAsBytesArrive(t *testing.T) {
 		maxAlloc        uint64
 		wantErr         error
 	}{
-		{"header only", 256 << 20, 0, 2 << 20, io.ErrUnexpectedEOF},
-		{"a trickle", 256 << 20, 10, 2 << 20, io.ErrUnexpectedEOF},
-		{"3 MiB of 256", 256 << 20, 3 << 20, 16 << 20, io.ErrUnexpectedEOF},
+		{"header only", 256 << 20, 0, 5 << 20, io.ErrUnexpectedEOF},
+		{"a trickle", 256 << 20, 10, 5 << 20, io.ErrUnexpectedEOF},
+		{"3 MiB of 256", 256 << 20, 3 << 20, 5 << 20, io.ErrUnexpectedEOF},
+		{"5 MiB of 256", 256 << 20, 5 << 20, 40 << 20, io.ErrUnexpectedEOF},
 		{"small, whole", 100, 100, 4 << 10, nil},
-		{"5 MiB, whole", 5 << 20, 5 << 20, 16 << 20, nil},
+		{"4 MiB, whole, one allocation", 4 << 20, 4 << 20, 4<<20 + 4<<10, nil},
+		{"5 MiB, whole", 5 << 20, 5 << 20, 10 << 20, nil},
 		{"empty", 0, 0, 1 << 10, nil},
 	}
 	for _, tt := range tests {
@@ -67,7 +69,7 @@ func TestReaderPutAllocation(t *testing.T) {
 	if !errors.Is(err, ErrProtocol) {
 		t.Fatalf("err = %v, want a protocol error", err)
 	}
-	if n > 2<<20 {
+	if n > 5<<20 {
 		t.Fatalf("a truncated 256 MiB PUT allocated %d bytes", n)
 	}
 }
