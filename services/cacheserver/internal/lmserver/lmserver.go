@@ -71,31 +71,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return connserve.Serve(ctx, ln, s.log, s.serveConn)
 }
 
-// deadlineReader arms the idle timeout before a request's first byte and
-// the I/O timeout for the rest.
-type deadlineReader struct {
-	conn       net.Conn
-	idle, io   time.Duration
-	atBoundary bool
-}
-
-func (d *deadlineReader) Read(p []byte) (int, error) {
-	t := d.io
-	if d.atBoundary {
-		t = d.idle
-		d.atBoundary = false
-	}
-	_ = d.conn.SetReadDeadline(time.Now().Add(t))
-	return d.conn.Read(p)
-}
-
 func (s *Server) serveConn(conn net.Conn) {
 	defer conn.Close()
 	// Every request on the connection gets this context; in cluster mode
 	// a forward to a peer derives its deadline from it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout, atBoundary: true}
+	dr := &connserve.DeadlineReader{Conn: conn, Idle: s.cfg.IdleTimeout, IO: s.cfg.IOTimeout, AtBoundary: true}
 	br := bufio.NewReaderSize(dr, 64<<10)
 	rd := lmproto.NewReader(br, s.cfg.MaxValueBytes)
 	release := func() {}
@@ -118,7 +100,7 @@ func (s *Server) serveConn(conn net.Conn) {
 	}
 	var reply []byte
 	for {
-		dr.atBoundary = br.Buffered() == 0
+		dr.AtBoundary = br.Buffered() == 0
 		req, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, lmproto.ErrProtocol) {

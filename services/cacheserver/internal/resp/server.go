@@ -76,25 +76,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return connserve.Serve(ctx, ln, s.log, func(c net.Conn) { s.serveConn(ctx, c) })
 }
 
-// deadlineReader arms the idle timeout before a command's first byte and
-// the I/O timeout for the rest, so a client may idle between commands
-// (LMCache keeps one connection open) but not trickle one in forever.
-type deadlineReader struct {
-	conn       net.Conn
-	idle, io   time.Duration
-	atBoundary bool
-}
-
-func (d *deadlineReader) Read(p []byte) (int, error) {
-	t := d.io
-	if d.atBoundary {
-		t = d.idle
-		d.atBoundary = false
-	}
-	_ = d.conn.SetReadDeadline(time.Now().Add(t))
-	return d.conn.Read(p)
-}
-
 // session is one connection's state.
 type session struct {
 	s      *Server
@@ -106,7 +87,7 @@ type session struct {
 
 func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
-	dr := &deadlineReader{conn: conn, idle: s.cfg.IdleTimeout, io: s.cfg.IOTimeout}
+	dr := &connserve.DeadlineReader{Conn: conn, Idle: s.cfg.IdleTimeout, IO: s.cfg.IOTimeout}
 	br := bufio.NewReaderSize(dr, 64<<10)
 	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), authed: s.cfg.Password == ""}
 	rd := NewReader(br, PreAuthLimits)
@@ -119,7 +100,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 			rd.SetLimits(s.cfg.Limits)
 			limited = false
 		}
-		dr.atBoundary = br.Buffered() == 0
+		dr.AtBoundary = br.Buffered() == 0
 		args, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
