@@ -31,6 +31,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/lmproto"
 	"github.com/warmpath/warmpath/tools/bench/proc"
+	"github.com/warmpath/warmpath/tools/bench/report"
 )
 
 const mib = 1 << 20
@@ -191,24 +192,21 @@ func run(out string, d time.Duration, conns int, capacity int64, redisToo bool) 
 			rows = append(rows, r)
 		}
 	}
-	report := map[string]any{
+	rep := map[string]any{
 		"timestamp": time.Now().UTC().Format(time.RFC3339), "cores": runtime.NumCPU(), "go_version": runtime.Version(),
 		"connections": conns, "duration_s": d.Seconds(), "capacity_bytes": capacity,
 		"mix":     "50% GET / 50% PUT over 4x the keys that fit, fresh server per value size; warmpath over lm:// with a disk tier, Redis over RESP with maxmemory (allkeys-lru)",
 		"goal":    "warmpath peak RSS <= 1.25 x capacity + 64 MiB at both sizes",
 		"results": rows,
 	}
-	b, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
+	if err := report.WriteJSON(out, rep); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil { //nolint:gosec // a committed report
-		return err
-	}
-	fmt.Println(string(b))
 	for _, r := range rows {
 		if r.Server == "warmpath" && !r.MeetsGoal {
 			return fmt.Errorf("warmpath peaked at %.0f MiB with %d MiB values; goal %d MiB", r.PeakRSSMiB, r.ValueBytes/mib, goal/mib)

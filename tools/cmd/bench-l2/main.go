@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/lmproto"
 	"github.com/warmpath/warmpath/tools/bench/proc"
+	"github.com/warmpath/warmpath/tools/bench/report"
 )
 
 func main() {
@@ -381,22 +381,19 @@ func run(out string, d time.Duration, conns int) error {
 				Errors: r.Errors + w.Errors})
 		}
 	}
-	report := map[string]any{
+	rep := map[string]any{
 		"timestamp": time.Now().UTC().Format(time.RFC3339), "cores": runtime.NumCPU(), "go_version": runtime.Version(),
 		"connections": conns, "duration_s": d.Seconds(), "mix": "80% GET / 20% SET over 8 keys", "results": rows,
 		"goal": "warmpath GET throughput >= 2x Redis at both sizes and >= 50% of the TCP ceiling",
 	}
-	b, err := json.MarshalIndent(report, "", "  ")
-	if err != nil {
+	if err := report.WriteJSON(out, rep); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil { //nolint:gosec // a committed report
-		return err
-	}
-	fmt.Println(string(b))
 	return nil
 }
 
