@@ -212,18 +212,12 @@ func (s *Server) serveExchange(x *exchange) outcome {
 		x.span.SetAttributes(attribute.String("gen_ai.request.model", strings.Clone(p.model)), attribute.Bool("warmpath.stream", p.stream))
 	}
 
-	known := false
-	for _, ep := range s.pool.All() {
-		if ep.Serves(p.model) {
-			known = true
-			break
-		}
-	}
-	if !known {
+	serving, available := s.census(p.model)
+	if serving == 0 {
 		return s.reject(x, metrics.ReasonUnknownModel, &openai.APIError{Status: http.StatusNotFound, Type: openai.TypeNotFound, Param: "model",
 			Message: fmt.Sprintf("The model `%s` does not exist.", p.model)})
 	}
-	if sel := s.selectable(p.model, nil); len(sel.eps) == 0 && sel.full == 0 {
+	if available == 0 && !s.panics(serving, available) {
 		return s.reject(x, metrics.ReasonNoWorker, openai.Errorf(http.StatusServiceUnavailable, "no healthy worker serves model %q", p.model))
 	}
 

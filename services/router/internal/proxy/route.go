@@ -172,19 +172,8 @@ type selection struct {
 // broken health signal (or a bad request that tripped ejection everywhere)
 // must not turn into an outage while workers could still answer.
 func (s *Server) selectable(model string, excluded map[string]bool) selection {
-	all := s.pool.All()
-	serving, available := 0, 0
-	for _, ep := range all {
-		if ep.Serves(model) {
-			serving++
-			if ep.Available() {
-				available++
-			}
-		}
-	}
-	var sel selection
-	sel.panic = s.cfg.PanicPercent > 0 && serving > 0 && available*100 < s.cfg.PanicPercent*serving
-	for _, ep := range all {
+	sel := selection{panic: s.panics(s.census(model))}
+	for _, ep := range s.pool.All() {
 		if excluded[ep.URL] || !ep.Serves(model) || !sel.panic && !ep.Available() {
 			continue
 		}
@@ -201,6 +190,26 @@ func (s *Server) selectable(model string, excluded map[string]bool) selection {
 		})
 	}
 	return sel
+}
+
+// census counts the workers serving model and, of those, the available
+// ones (passing health checks, not ejected).
+func (s *Server) census(model string) (serving, available int) {
+	for _, ep := range s.pool.All() {
+		if ep.Serves(model) {
+			serving++
+			if ep.Available() {
+				available++
+			}
+		}
+	}
+	return serving, available
+}
+
+// panics reports whether too few of a model's workers are available, so
+// its requests go to all of them (PanicPercent).
+func (s *Server) panics(serving, available int) bool {
+	return s.cfg.PanicPercent > 0 && serving > 0 && available*100 < s.cfg.PanicPercent*serving
 }
 
 // tokenize fills the request's token ids for a strategy that routes on
