@@ -78,6 +78,13 @@ type try struct {
 	broken bool
 }
 
+// failedAfterReaching says the worker had the request and failed it: it
+// broke its answer off, lost the connection after the request was sent,
+// or answered 5xx (a refusal is not a failure).
+func (t try) failedAfterReaching() bool {
+	return t.broken || t.failure == FailReset || t.failure == Fail5xx
+}
+
 // outcome is how an exchange ended, for settle.
 type outcome struct {
 	status int    // sent to the client; 499 when the client left first
@@ -151,7 +158,7 @@ func (s *Server) judge(x *exchange) {
 		switch {
 		case t.ok:
 			succeeded = true
-		case t.broken, t.failure == FailReset, t.failure == Fail5xx:
+		case t.failedAfterReaching():
 			reached++
 		}
 	}
@@ -162,7 +169,7 @@ func (s *Server) judge(x *exchange) {
 			t.ep.RecordSuccess()
 		case t.failure == FailConnect:
 			s.recordFailure(t.ep)
-		case t.broken, t.failure == FailReset, t.failure == Fail5xx:
+		case t.failedAfterReaching():
 			if !requestAtFault {
 				s.recordFailure(t.ep)
 			}
