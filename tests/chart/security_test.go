@@ -163,21 +163,30 @@ func TestCacheServerAuthOnByDefault(t *testing.T) {
 // served on a port of its own, so the port Prometheus and the kubelet
 // reach (/metrics, /healthz, /readyz) carries no data.
 func TestCacheServerObjectsAPIOnItsOwnPort(t *testing.T) {
+	forCacheServerProfiles(t, func(t *testing.T, objs []object) {
+		args := stringsOf(cacheServerContainer(t, objs)["args"])
+		objects, ok := flagValue(args, "--objects-listen")
+		if !ok {
+			t.Fatalf("no --objects-listen: %v", args)
+		}
+		http, _ := flagValue(args, "--http-listen")
+		if portPart(objects) == portPart(http) {
+			t.Fatalf("objects API and metrics share port %s", portPart(http))
+		}
+	})
+}
+
+// forCacheServerProfiles runs check on the rendering of every values
+// profile that deploys a cache server (the others are skipped, named).
+func forCacheServerProfiles(t *testing.T, check func(t *testing.T, objs []object)) {
+	t.Helper()
 	for _, p := range profiles {
 		t.Run(p.name, func(t *testing.T) {
 			objs := renderProfile(t, p.file)
 			if !hasCacheServer(objs) {
 				t.Skip("no cache server in this profile")
 			}
-			args := stringsOf(cacheServerContainer(t, objs)["args"])
-			objects, ok := flagValue(args, "--objects-listen")
-			if !ok {
-				t.Fatalf("no --objects-listen: %v", args)
-			}
-			http, _ := flagValue(args, "--http-listen")
-			if portPart(objects) == portPart(http) {
-				t.Fatalf("objects API and metrics share port %s", portPart(http))
-			}
+			check(t, objs)
 		})
 	}
 }
@@ -199,24 +208,18 @@ func portPart(addr string) string {
 // TestCacheServerStartupProbe: loading a large disk tier must not be
 // killed by the liveness probe: a startup probe gives it its own budget.
 func TestCacheServerStartupProbe(t *testing.T) {
-	for _, p := range profiles {
-		t.Run(p.name, func(t *testing.T) {
-			objs := renderProfile(t, p.file)
-			if !hasCacheServer(objs) {
-				t.Skip("no cache server in this profile")
-			}
-			c := cacheServerContainer(t, objs)
-			sp, ok := c["startupProbe"].(map[string]any)
-			if !ok {
-				t.Fatal("cache server has no startupProbe")
-			}
-			period, _ := sp["periodSeconds"].(float64)
-			failures, _ := sp["failureThreshold"].(float64)
-			if period*failures < 600 {
-				t.Errorf("startup budget %vs × %v is under 10 minutes", period, failures)
-			}
-		})
-	}
+	forCacheServerProfiles(t, func(t *testing.T, objs []object) {
+		c := cacheServerContainer(t, objs)
+		sp, ok := c["startupProbe"].(map[string]any)
+		if !ok {
+			t.Fatal("cache server has no startupProbe")
+		}
+		period, _ := sp["periodSeconds"].(float64)
+		failures, _ := sp["failureThreshold"].(float64)
+		if period*failures < 600 {
+			t.Errorf("startup budget %vs × %v is under 10 minutes", period, failures)
+		}
+	})
 }
 
 // workerLabels are the labels the operator sets on every worker pod
@@ -387,51 +390,45 @@ func TestRedisAdmitsWorkers(t *testing.T) {
 // At the bound itself, the kubelet evicts the pod (emptyDir) or writes
 // fail (PVC).
 func TestCacheServerDiskHeadroom(t *testing.T) {
-	for _, p := range profiles {
-		t.Run(p.name, func(t *testing.T) {
-			objs := renderProfile(t, p.file)
-			if !hasCacheServer(objs) {
-				t.Skip("no cache server in this profile")
+	forCacheServerProfiles(t, func(t *testing.T, objs []object) {
+		args := stringsOf(cacheServerContainer(t, objs)["args"])
+		capStr, ok := flagValue(args, "--disk-capacity-bytes")
+		if !ok {
+			t.Skip("no disk tier")
+		}
+		capacity, err := strconv.ParseInt(capStr, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var size string
+		for _, o := range objs {
+			if (o.Kind != "DaemonSet" && o.Kind != "StatefulSet") || o.Metadata.Labels["app.kubernetes.io/component"] != "cacheserver" {
+				continue
 			}
-			args := stringsOf(cacheServerContainer(t, objs)["args"])
-			capStr, ok := flagValue(args, "--disk-capacity-bytes")
-			if !ok {
-				t.Skip("no disk tier")
-			}
-			capacity, err := strconv.ParseInt(capStr, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var size string
-			for _, o := range objs {
-				if (o.Kind != "DaemonSet" && o.Kind != "StatefulSet") || o.Metadata.Labels["app.kubernetes.io/component"] != "cacheserver" {
-					continue
-				}
-				vols, _ := dig(o.Raw, "spec", "template", "spec", "volumes").([]any)
-				for _, v := range vols {
-					if v := v.(map[string]any); v["name"] == "disk" {
-						if s, ok := dig(v, "emptyDir", "sizeLimit").(string); ok {
-							size = s
-						}
-					}
-				}
-				claims, _ := dig(o.Raw, "spec", "volumeClaimTemplates").([]any)
-				for _, c := range claims {
-					if s, ok := dig(c.(map[string]any), "spec", "resources", "requests", "storage").(string); ok {
+			vols, _ := dig(o.Raw, "spec", "template", "spec", "volumes").([]any)
+			for _, v := range vols {
+				if v := v.(map[string]any); v["name"] == "disk" {
+					if s, ok := dig(v, "emptyDir", "sizeLimit").(string); ok {
 						size = s
 					}
 				}
 			}
-			if size == "" {
-				t.Skip("disk volume has no size (hostPath)")
+			claims, _ := dig(o.Raw, "spec", "volumeClaimTemplates").([]any)
+			for _, c := range claims {
+				if s, ok := dig(c.(map[string]any), "spec", "resources", "requests", "storage").(string); ok {
+					size = s
+				}
 			}
-			q, err := resource.ParseQuantity(size)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := capacity + capacity/10 + 256<<20; q.Value() < want {
-				t.Errorf("disk volume %s (%d bytes) leaves under a tenth plus 256 MiB over --disk-capacity-bytes=%d (want ≥ %d)", size, q.Value(), capacity, want)
-			}
-		})
-	}
+		}
+		if size == "" {
+			t.Skip("disk volume has no size (hostPath)")
+		}
+		q, err := resource.ParseQuantity(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := capacity + capacity/10 + 256<<20; q.Value() < want {
+			t.Errorf("disk volume %s (%d bytes) leaves under a tenth plus 256 MiB over --disk-capacity-bytes=%d (want ≥ %d)", size, q.Value(), capacity, want)
+		}
+	})
 }
