@@ -29,6 +29,14 @@ func serviceMonitor(iec *v1alpha1.InferenceEndpointConfig, name, component, port
 		"selector": map[string]any{"matchLabels": selector},
 		"endpoints": []any{map[string]any{
 			"port": port, "path": path, "interval": fmt.Sprintf("%ds", interval),
+			// The Prometheus Operator sets a target's endpoint label to the
+			// port's name; the dashboards select by endpoint meaning this
+			// InferenceEndpointConfig, which the Service's label names.
+			"relabelings": []any{map[string]any{
+				"sourceLabels": []any{"__meta_kubernetes_service_label_" + promLabelName(EndpointLabel)},
+				"targetLabel":  "endpoint",
+				"action":       "replace",
+			}},
 		}},
 	}
 	return u
@@ -50,4 +58,17 @@ func workerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.U
 // routerServiceMonitor scrapes the routers through the endpoint Service.
 func routerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.Unstructured {
 	return serviceMonitor(iec, routerName(iec), componentFront, "http", "/metrics")
+}
+
+// promLabelName is how Prometheus' Kubernetes discovery spells a
+// Kubernetes label in its meta labels: every character not valid in a
+// Prometheus label name becomes an underscore.
+func promLabelName(k8sLabel string) string {
+	b := []byte(k8sLabel)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }

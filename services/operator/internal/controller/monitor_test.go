@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -95,6 +96,16 @@ func TestServiceMonitor(t *testing.T) {
 		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		if len(eps) != 1 || eps[0].(map[string]any)["interval"] != "20s" {
 			t.Errorf("%s endpoints %v, want one with interval 20s", name, eps)
+			continue
+		}
+		// The Prometheus Operator labels each target's endpoint with the
+		// port's name ("http"); the dashboards' Endpoint variable means the
+		// InferenceEndpointConfig, so a relabeling sets it from the
+		// Service's label.
+		relabel, _, _ := unstructured.NestedSlice(eps[0].(map[string]any), "relabelings")
+		want := map[string]any{"sourceLabels": []any{"__meta_kubernetes_service_label_inference_warmpath_io_endpoint"}, "targetLabel": "endpoint", "action": "replace"}
+		if len(relabel) != 1 || !equality.Semantic.DeepEqual(relabel[0], want) {
+			t.Errorf("%s relabelings %v, want [%v]", name, relabel, want)
 		}
 	}
 
