@@ -10,66 +10,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/warmpath/warmpath/tests/harness"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
-
-// panelQuery is one query of a committed dashboard.
-type panelQuery struct {
-	dashboard, panel, expr string
-}
-
-// committedQueries reads every panel query from dashboards/*.json.
-func committedQueries(t *testing.T) []panelQuery {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "dashboards", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no dashboards/*.json (%v): run make dashboards", err)
-	}
-	var out []panelQuery
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var d struct {
-			Title  string `json:"title"`
-			Panels []struct {
-				Title   string `json:"title"`
-				Targets []struct {
-					Expr string `json:"expr"`
-				} `json:"targets"`
-			} `json:"panels"`
-		}
-		if err := json.Unmarshal(raw, &d); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, p := range d.Panels {
-			for _, tg := range p.Targets {
-				out = append(out, panelQuery{d.Title, p.Title, tg.Expr})
-			}
-		}
-	}
-	return out
-}
-
-// expand does what Grafana does with the dashboards' variables, "All"
-// selected, over a short window that a test run can fill.
-var expand = strings.NewReplacer("$__rate_interval", "20s", "$namespace", ".*", "$endpoint", ".*", "$model", ".*")
-
-// metricRef is a metric name directly followed by a selector.
-var metricRef = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
 
 func TestDashboardsOnLiveServices(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
@@ -129,28 +82,7 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	// rejects, and objects through the cache server.
 	traffic(ctx, t, router, cacheHTTP, model, 12*time.Second)
 
-	// Every metric a panel names is one the services export.
-	names := promLabelValues(ctx, t, prom, "__name__")
-	queries := committedQueries(t)
-	for _, q := range queries {
-		for _, m := range metricRef.FindAllStringSubmatch(q.expr, -1) {
-			if !names[m[1]] {
-				t.Errorf("%s / %s: metric %s is not exported by any service", q.dashboard, q.panel, m[1])
-			}
-		}
-	}
-	// Every query returns data.
-	for _, q := range queries {
-		n, err := promQuery(ctx, prom, expand.Replace(q.expr))
-		if err != nil {
-			t.Errorf("%s / %s: %v", q.dashboard, q.panel, err)
-			continue
-		}
-		if n == 0 {
-			t.Errorf("%s / %s: no data for %s", q.dashboard, q.panel, q.expr)
-		}
-	}
-	t.Logf("%d queries over %d metric names evaluated", len(queries), len(names))
+	harness.CheckDashboards(ctx, t, prom, filepath.Join("..", "..", "dashboards"))
 
 	// Draw the dashboards from this data: docs/dashboards.md shows them
 	// (WARMPATH_DASHBOARD_PNGS=docs/dashboards refreshes its images).
@@ -325,51 +257,4 @@ func traffic(ctx context.Context, t *testing.T, router, cache, model string, d t
 		})
 	}
 	wg.Wait()
-}
-
-func promLabelValues(ctx context.Context, t *testing.T, prom, label string) map[string]bool {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, prom+"/api/v1/label/"+label+"/values", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Data []string `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, n := range out.Data {
-		names[n] = true
-	}
-	return names
-}
-
-// promQuery evaluates expr now and returns how many series (or a scalar)
-// came back.
-func promQuery(ctx context.Context, prom, expr string) (int, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, prom+"/api/v1/query?query="+url.QueryEscape(expr), nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string            `json:"resultType"`
-			Result     []json.RawMessage `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return 0, err
-	}
-	if out.Status != "success" {
-		return 0, fmt.Errorf("query failed: %s", out.Error)
-	}
-	return len(out.Data.Result), nil
 }
