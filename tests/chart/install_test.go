@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -50,7 +51,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme, coordinationv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -157,6 +158,8 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
+	checkLeaderElectionEvent(ctx, t, c, ns)
+
 	// The sim profile's endpoint gets workers, a router and its Service,
 	// and the router its Role and RoleBinding: the API server lets the
 	// operator create those without bind or escalate only because it holds
@@ -199,6 +202,36 @@ func TestInstallOnAPIServer(t *testing.T) {
 			t.Errorf("no child runs %s (images %v): the chart's image flags did not reach the operator", want, images)
 		}
 	}
+}
+
+// checkLeaderElectionEvent waits for the operator to win the Lease and
+// for the core/v1 Event client-go's leader election records about it:
+// controller-runtime still records that one through the core group's
+// events API, not events.k8s.io, and a chart granting only the latter
+// gets "events is forbidden" on a real cluster.
+func checkLeaderElectionEvent(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	const lease = "operator.inference.warmpath.io"
+	// The event follows the Lease within a second or two; a refused one
+	// never comes, so do not wait out the whole test's deadline.
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	waitFor(ctx, t, "the operator to hold the leader election Lease", func() bool {
+		var l coordinationv1.Lease
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: lease}, &l) == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	waitFor(ctx, t, "a core/v1 LeaderElection Event about the Lease (the chart's RBAC must grant create on core events)", func() bool {
+		var evs corev1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == lease {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // apply server-side-applies one YAML document, defaulting its namespace.

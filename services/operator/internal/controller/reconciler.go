@@ -57,6 +57,12 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Leader election records its events ("became leader") through client-go's
+// core/v1 recorder, which controller-runtime still uses for the Lease
+// (kubernetes/kubernetes#82846): without the core group those are refused.
+// It is the same Event resource as events.k8s.io's, so this grants nothing
+// the rule above does not.
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler, watching the resource and
 // every child kind it owns, so drift on a child is corrected at once.
