@@ -202,6 +202,60 @@ func TestInstallOnAPIServer(t *testing.T) {
 			t.Errorf("no child runs %s (images %v): the chart's image flags did not reach the operator", want, images)
 		}
 	}
+	checkUnschedulableReported(ctx, t, c, ns, deps.Items)
+}
+
+// checkUnschedulableReported creates a worker pod as the endpoint's
+// ReplicaSet would and marks it unschedulable as the scheduler would
+// (envtest runs neither): the operator, reading pods with only the
+// chart's RBAC, must report it in the endpoint's WorkersScheduled
+// condition with the scheduler's reason and message.
+func checkUnschedulableReported(ctx context.Context, t *testing.T, c client.Client, ns string, deps []appsv1.Deployment) {
+	t.Helper()
+	var workers *appsv1.Deployment
+	for i := range deps {
+		if deps[i].Name == "sim-llama-worker" {
+			workers = &deps[i]
+		}
+	}
+	if workers == nil {
+		t.Fatal("no worker Deployment sim-llama-worker")
+	}
+	// The ServiceAccount admission plugin wants the pod's ServiceAccount;
+	// no controller creates "default" in envtest.
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sim-llama-worker-0", Labels: workers.Spec.Template.Labels},
+		Spec:       *workers.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	const msg = "0/2 nodes are available: 2 Insufficient cpu."
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "WorkersScheduled=False (Unschedulable) on the endpoint", func() bool {
+		iec := &unstructured.Unstructured{}
+		iec.SetAPIVersion("inference.warmpath.io/v1alpha1")
+		iec.SetKind("InferenceEndpointConfig")
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, iec); err != nil {
+			return false
+		}
+		conds, _, _ := unstructured.NestedSlice(iec.Object, "status", "conditions")
+		for _, x := range conds {
+			cond, _ := x.(map[string]any)
+			if cond["type"] == "WorkersScheduled" && cond["status"] == "False" && cond["reason"] == "Unschedulable" &&
+				strings.Contains(fmt.Sprint(cond["message"]), msg) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // checkLeaderElectionEvent waits for the operator to win the Lease and
