@@ -297,6 +297,15 @@ func TestSchemaRejects(t *testing.T) {
 		{"objects port out of range", "cacheserver: {ports: {objects: 0}}", "objects"},
 		{"worker namespace not a DNS label", "cacheserver: {networkPolicy: {extraWorkerNamespaces: [Bad_NS]}}", "extraWorkerNamespaces"},
 		{"startup probe without checks", "cacheserver: {startupProbe: {failureThreshold: 0}}", "failureThreshold"},
+		{"bad toleration operator", "operator: {tolerations: [{key: k, operator: Maybe}]}", "tolerations"},
+		{"spread without a topology key", "cacheserver: {topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]}", "topologySpreadConstraints"},
+		{"priority class not a string", "operator: {priorityClassName: 5}", "priorityClassName"},
+		{"runtime class not a name", "cacheserver: {runtimeClassName: Not_A_Name}", "runtimeClassName"},
+		{"pull secret without a name", "operator: {imagePullSecrets: [{}]}", "imagePullSecrets"},
+		{"unknown affinity kind", "cacheserver: {affinity: {nodeAfinity: {}}}", "nodeAfinity"},
+		{"bad instanceType", "endpoints: [{name: e, spec: {modelName: m, instanceType: 'ml g5', modelSourceConfig: {}, worker: {image: i}}}]", "instanceType"},
+		{"unknown worker scheduling key", "endpoints: [{name: e, spec: {modelName: m, modelSourceConfig: {}, worker: {image: i, scheduling: {nodeSelectors: {}}}}}]", "nodeSelectors"},
+		{"empty router runtime class", "endpoints: [{name: e, spec: {modelName: m, modelSourceConfig: {}, worker: {image: i}, intelligentRoutingSpec: {routerScheduling: {runtimeClassName: ''}}}}]", "runtimeClassName"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

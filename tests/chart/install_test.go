@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -50,7 +51,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, rbacv1.AddToScheme, apiextensionsv1.AddToScheme, coordinationv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
@@ -157,6 +158,8 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
+	checkLeaderElectionEvent(ctx, t, c, ns)
+
 	// The sim profile's endpoint gets workers, a router and its Service,
 	// and the router its Role and RoleBinding: the API server lets the
 	// operator create those without bind or escalate only because it holds
@@ -199,6 +202,90 @@ func TestInstallOnAPIServer(t *testing.T) {
 			t.Errorf("no child runs %s (images %v): the chart's image flags did not reach the operator", want, images)
 		}
 	}
+	checkUnschedulableReported(ctx, t, c, ns, deps.Items)
+}
+
+// checkUnschedulableReported creates a worker pod as the endpoint's
+// ReplicaSet would and marks it unschedulable as the scheduler would
+// (envtest runs neither): the operator, reading pods with only the
+// chart's RBAC, must report it in the endpoint's WorkersScheduled
+// condition with the scheduler's reason and message.
+func checkUnschedulableReported(ctx context.Context, t *testing.T, c client.Client, ns string, deps []appsv1.Deployment) {
+	t.Helper()
+	var workers *appsv1.Deployment
+	for i := range deps {
+		if deps[i].Name == "sim-llama-worker" {
+			workers = &deps[i]
+		}
+	}
+	if workers == nil {
+		t.Fatal("no worker Deployment sim-llama-worker")
+	}
+	// The ServiceAccount admission plugin wants the pod's ServiceAccount;
+	// no controller creates "default" in envtest.
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sim-llama-worker-0", Labels: workers.Spec.Template.Labels},
+		Spec:       *workers.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	const msg = "0/2 nodes are available: 2 Insufficient cpu."
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "WorkersScheduled=False (Unschedulable) on the endpoint", func() bool {
+		iec := &unstructured.Unstructured{}
+		iec.SetAPIVersion("inference.warmpath.io/v1alpha1")
+		iec.SetKind("InferenceEndpointConfig")
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sim-llama"}, iec); err != nil {
+			return false
+		}
+		conds, _, _ := unstructured.NestedSlice(iec.Object, "status", "conditions")
+		for _, x := range conds {
+			cond, _ := x.(map[string]any)
+			if cond["type"] == "WorkersScheduled" && cond["status"] == "False" && cond["reason"] == "Unschedulable" &&
+				strings.Contains(fmt.Sprint(cond["message"]), msg) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// checkLeaderElectionEvent waits for the operator to win the Lease and
+// for the core/v1 Event client-go's leader election records about it:
+// controller-runtime still records that one through the core group's
+// events API, not events.k8s.io, and a chart granting only the latter
+// gets "events is forbidden" on a real cluster.
+func checkLeaderElectionEvent(ctx context.Context, t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	const lease = "operator.inference.warmpath.io"
+	// The event follows the Lease within a second or two; a refused one
+	// never comes, so do not wait out the whole test's deadline.
+	ctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+	waitFor(ctx, t, "the operator to hold the leader election Lease", func() bool {
+		var l coordinationv1.Lease
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: lease}, &l) == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	})
+	waitFor(ctx, t, "a core/v1 LeaderElection Event about the Lease (the chart's RBAC must grant create on core events)", func() bool {
+		var evs corev1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == lease {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // apply server-side-applies one YAML document, defaulting its namespace.

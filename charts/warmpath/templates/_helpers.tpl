@@ -117,3 +117,50 @@ the labels is not admitted. Pass a dict with "ctx" and "extra" (a list).
       app.kubernetes.io/managed-by: warmpath-operator
 {{- end }}
 {{- end -}}
+
+{{/*
+Pod scheduling of a workload the chart runs: pull secrets (the chart-wide
+imagePullSecrets, then the component's own), priority and runtime class, node
+selector, tolerations, affinity and topology spread. A topology spread
+constraint without a labelSelector is given the component's selector labels,
+as the operator does for its pods: Kubernetes counts only the pods a
+constraint selects, so without one it would spread nothing. Pass a dict with
+"ctx" (the root), "component" and "values" (the component's values).
+*/}}
+{{- define "warmpath.podScheduling" -}}
+{{- with concat (default list .ctx.Values.imagePullSecrets) (default list .values.imagePullSecrets) | uniq }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+{{- $own := include "warmpath.selectorLabels" (dict "ctx" $.ctx "component" $.component) | fromYaml }}
+{{- $spread := list }}
+{{- range . }}
+{{- $c := deepCopy . }}
+{{- if not $c.labelSelector }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" $own) }}
+{{- end }}
+{{- $spread = append $spread $c }}
+{{- end }}
+topologySpreadConstraints:
+  {{- toYaml $spread | nindent 2 }}
+{{- end }}
+{{- end -}}

@@ -42,6 +42,7 @@ const MaxNameLength = 55
 // vLLM+LMCache workers, optionally behind the warmpath router.
 //
 // +kubebuilder:validation:XValidation:rule="self.modelSourceConfig.modelSourceType != 'kubernetesVolume' || has(self.worker.modelVolumeMount)",message="modelSourceConfig.modelSourceType kubernetesVolume needs worker.modelVolumeMount (where the volume is mounted in the worker)"
+// +kubebuilder:validation:XValidation:rule="!has(self.instanceType) || !has(self.worker.scheduling) || !has(self.worker.scheduling.nodeSelector) || !('node.kubernetes.io/instance-type' in self.worker.scheduling.nodeSelector) || self.worker.scheduling.nodeSelector['node.kubernetes.io/instance-type'] == self.instanceType",message="instanceType and worker.scheduling.nodeSelector name different node.kubernetes.io/instance-type values: set one of them"
 type InferenceEndpointConfigSpec struct {
 	// ModelName is the name clients send as "model".
 	// +kubebuilder:validation:MinLength=1
@@ -53,6 +54,20 @@ type InferenceEndpointConfigSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// InstanceType is the node instance type the workers run on, as the
+	// managed offering names it (e.g. ml.g5.8xlarge, or a cloud's
+	// p4d.24xlarge): the workers get the nodeSelector
+	// node.kubernetes.io/instance-type=<instanceType>, the well-known label
+	// the kubelet and cloud providers set. It is merged with
+	// worker.scheduling.nodeSelector; a different value for that label
+	// there is refused. Simulated workers ignore it (vllm-sim needs no
+	// GPU node).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	// +optional
+	InstanceType string `json:"instanceType,omitempty"`
 
 	// InvocationEndpoint is the OpenAI path clients call, relative to the
 	// endpoint URL. Every strategy, kvaware included, serves both
@@ -245,6 +260,8 @@ type L2CacheSpec struct {
 }
 
 // IntelligentRoutingSpec configures the router.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.routerResources) || !has(self.routerScheduling) || !has(self.routerScheduling.resources)",message="set routerResources or routerScheduling.resources, not both"
 type IntelligentRoutingSpec struct {
 	// Enabled puts the router in front of the workers.
 	// +kubebuilder:default=false
@@ -273,6 +290,13 @@ type IntelligentRoutingSpec struct {
 	// 100m CPU, 128Mi memory). A warmpath addition.
 	// +optional
 	RouterResources *corev1.ResourceRequirements `json:"routerResources,omitempty"`
+
+	// RouterScheduling places the router pods: node selector,
+	// tolerations, affinity, priority and runtime class, pull secrets,
+	// topology spread and resources (the last an alternative to
+	// routerResources). A warmpath addition.
+	// +optional
+	RouterScheduling *PodScheduling `json:"routerScheduling,omitempty"`
 }
 
 // MetricsSpec configures metrics collection.
@@ -325,6 +349,8 @@ type LoadBalancerSpec struct {
 }
 
 // WorkerSpec is the vLLM worker container.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.scheduling) || !has(self.scheduling.resources)",message="set worker.resources or worker.scheduling.resources, not both"
 type WorkerSpec struct {
 	// Image is the vLLM+LMCache image, e.g. lmcache/vllm-openai:<tag>.
 	// +kubebuilder:validation:MinLength=1
@@ -384,6 +410,71 @@ type WorkerSpec struct {
 	// that needs a capability or more. A warmpath addition.
 	// +optional
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
+	// Scheduling places the worker pods: node selector (merged with
+	// spec.instanceType), tolerations (GPU nodes are usually tainted),
+	// affinity, priority and runtime class (e.g. nvidia), pull secrets,
+	// topology spread and resources (the last an alternative to
+	// worker.resources). A warmpath addition.
+	// +optional
+	Scheduling *PodScheduling `json:"scheduling,omitempty"`
+}
+
+// PodScheduling is where and how a component's pods are scheduled. Every
+// field is passed to the pod spec as is (the core/v1 types), except where
+// a field's comment says otherwise; an unset field leaves the pod's
+// default.
+type PodScheduling struct {
+	// NodeSelector must match a node's labels for a pod to run there.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations let the pods run on nodes with matching taints.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// Affinity holds node affinity and pod (anti-)affinity rules.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// PriorityClassName names a PriorityClass; the pods get its priority
+	// (and may preempt lower-priority pods).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// RuntimeClassName names a RuntimeClass, e.g. nvidia where the GPU
+	// runtime is not the node's default. Simulated workers ignore it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// ImagePullSecrets name Secrets in the endpoint's namespace used to
+	// pull the component's image.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// TopologySpreadConstraints spread the pods over zones or nodes. A
+	// constraint without a labelSelector gets the component's own pod
+	// labels (inference.warmpath.io/endpoint and
+	// app.kubernetes.io/component), so it spreads the component's pods:
+	// without one it would count none.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// Resources of the component's container. An alternative to
+	// worker.resources and intelligentRoutingSpec.routerResources: setting
+	// both is refused. Simulated workers ignore it (vllm-sim requests
+	// 100m CPU and 128Mi).
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // ModelInvocationPort is the worker's serving port.
@@ -452,7 +543,16 @@ const (
 	ConditionRouterReady  = "RouterReady"
 	ConditionCacheReady   = "CacheReady"
 	ConditionReady        = "Ready"
+	// ConditionWorkersScheduled is False, reason Unschedulable, while the
+	// scheduler cannot place a worker pod, with the scheduler's message
+	// (which resource or rule no node satisfies). It does not count
+	// towards Ready: WorkersReady is False then too.
+	ConditionWorkersScheduled = "WorkersScheduled"
 )
+
+// InstanceTypeLabel is the well-known node label spec.instanceType
+// selects on.
+const InstanceTypeLabel = corev1.LabelInstanceTypeStable
 
 // InferenceEndpointConfigStatus is the observed state.
 type InferenceEndpointConfigStatus struct {
@@ -460,7 +560,8 @@ type InferenceEndpointConfigStatus struct {
 	// +optional
 	State string `json:"state,omitempty"`
 
-	// Conditions: WorkersReady, RouterReady, CacheReady, Ready.
+	// Conditions: WorkersReady, WorkersScheduled, RouterReady, CacheReady,
+	// Ready, ServiceMonitorReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

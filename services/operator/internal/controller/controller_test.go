@@ -16,6 +16,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
@@ -398,6 +399,25 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			"metadata.name must be a DNS label of at most 55 characters"},
 		{"name starts with a digit", func(e *v1alpha1.InferenceEndpointConfig) { e.Name = "1b" },
 			"metadata.name must be a DNS label of at most 55 characters"},
+		// instanceType becomes a nodeSelector; a different explicit value
+		// for the same label is refused rather than one silently winning.
+		{"instanceType against nodeSelector", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.InstanceType = "ml.g5.8xlarge"
+			e.Spec.Worker.Scheduling = &v1alpha1.PodScheduling{NodeSelector: map[string]string{v1alpha1.InstanceTypeLabel: "ml.p4d.24xlarge"}}
+		}, "instanceType and worker.scheduling.nodeSelector name different node.kubernetes.io/instance-type values"},
+		{"instanceType not a label value", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.InstanceType = "ml g5" },
+			"spec.instanceType in body should match"},
+		{"worker resources twice", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.Worker.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}
+			e.Spec.Worker.Scheduling = &v1alpha1.PodScheduling{Resources: &corev1.ResourceRequirements{}}
+		}, "set worker.resources or worker.scheduling.resources, not both"},
+		{"router resources twice", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.IntelligentRoutingSpec.RouterResources = &corev1.ResourceRequirements{}
+			e.Spec.IntelligentRoutingSpec.RouterScheduling = &v1alpha1.PodScheduling{Resources: &corev1.ResourceRequirements{}}
+		}, "set routerResources or routerScheduling.resources, not both"},
+		{"empty runtimeClassName", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.Worker.Scheduling = &v1alpha1.PodScheduling{RuntimeClassName: ptr.To("")}
+		}, "spec.worker.scheduling.runtimeClassName in body should be at least 1 chars long"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,7 +59,8 @@ func objectMeta(iec *v1alpha1.InferenceEndpointConfig, name, component string) m
 
 // CacheOptions limit the manager's informers for the child kinds to the
 // objects the operator labelled, so its memory follows the number of
-// endpoints, not the cluster's ConfigMaps, Services and Deployments.
+// endpoints, not the cluster's ConfigMaps, Services and Deployments; and
+// for pods to the operator's worker pods, the only ones it reads.
 func CacheOptions() cache.Options {
 	managed := labelsel.SelectorFromSet(labelsel.Set{"app.kubernetes.io/managed-by": FieldOwner})
 	by := map[client.Object]cache.ByObject{}
@@ -69,5 +70,8 @@ func CacheOptions() cache.Options {
 	} {
 		by[obj] = cache.ByObject{Label: managed}
 	}
+	by[&corev1.Pod{}] = cache.ByObject{Label: labelsel.SelectorFromSet(labelsel.Set{
+		"app.kubernetes.io/managed-by": FieldOwner, "app.kubernetes.io/component": componentWorker,
+	})}
 	return cache.Options{ByObject: by}
 }

@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
@@ -57,9 +59,19 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// Leader election records its events ("became leader") through client-go's
+// core/v1 recorder, which controller-runtime still uses for the Lease
+// (kubernetes/kubernetes#82846): without the core group those are refused.
+// It is the same Event resource as events.k8s.io's, so this grants nothing
+// the rule above does not.
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// Worker pods are read, never written, for WorkersScheduled: list and
+// watch feed the cache, which every read goes through.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch
 
 // SetupWithManager registers the reconciler, watching the resource and
-// every child kind it owns, so drift on a child is corrected at once.
+// every child kind it owns, so drift on a child is corrected at once, and
+// the worker pods whose scheduling WorkersScheduled reports.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.InferenceEndpointConfig{}).
@@ -70,6 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(endpointOfPod), builder.WithPredicates(schedulingChanged())).
 		Named("inferenceendpointconfig").
 		Complete(r)
 }

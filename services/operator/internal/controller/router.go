@@ -123,36 +123,38 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			PeriodSeconds: period, TimeoutSeconds: 2, FailureThreshold: 3, SuccessThreshold: 1,
 		}
 	}
+	sel := selectorLabels(iec, componentRouter)
+	pod := corev1.PodSpec{
+		ServiceAccountName: routerName(iec),
+		SecurityContext:    podSecurity(scratchUID),
+		Containers: []corev1.Container{{
+			Name:            "router",
+			Image:           o.RouterImage,
+			Args:            routerArgs(iec),
+			SecurityContext: containerSecurity(true),
+			Resources:       routerResources(iec),
+			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
+			VolumeMounts: []corev1.VolumeMount{{
+				Name: "config", MountPath: routerConfigDir, ReadOnly: true,
+			}},
+			// /ready is 503 until the router has a healthy worker, so the
+			// Service only sends it traffic it can serve.
+			ReadinessProbe: httpProbe("/ready", 2),
+			LivenessProbe:  httpProbe("/health", 10),
+		}},
+		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: routerName(iec)}},
+		}}},
+	}
+	schedulePod(&pod, iec.Spec.IntelligentRoutingSpec.RouterScheduling, sel)
 	return &appsv1.Deployment{
 		ObjectMeta: objectMeta(iec, routerName(iec), componentRouter),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32Or(iec.Spec.IntelligentRoutingSpec.RouterReplicas, 1)),
-			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(iec, componentRouter)},
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(iec, componentRouter)},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: routerName(iec),
-					SecurityContext:    podSecurity(scratchUID),
-					Containers: []corev1.Container{{
-						Name:            "router",
-						Image:           o.RouterImage,
-						Args:            routerArgs(iec),
-						SecurityContext: containerSecurity(true),
-						Resources:       routerResources(iec),
-						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
-						VolumeMounts: []corev1.VolumeMount{{
-							Name: "config", MountPath: routerConfigDir, ReadOnly: true,
-						}},
-						// /ready is 503 until the router has a healthy
-						// worker, so the Service only sends it traffic it
-						// can serve.
-						ReadinessProbe: httpProbe("/ready", 2),
-						LivenessProbe:  httpProbe("/health", 10),
-					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: routerName(iec)}},
-					}}},
-				},
+				Spec:       pod,
 			},
 		},
 	}

@@ -61,11 +61,16 @@ func workerSecurity(iec *v1alpha1.InferenceEndpointConfig) (*corev1.PodSecurityC
 	return pod, ctr
 }
 
-// routerResources are the router's resources: the spec's, or requests
+// routerResources are the router's resources: the spec's (routerResources
+// or routerScheduling.resources; the CRD admits at most one), or requests
 // that let the scheduler account for it (its memory follows the KV index,
 // bounded by its own configuration, so no limit is guessed here).
 func routerResources(iec *v1alpha1.InferenceEndpointConfig) corev1.ResourceRequirements {
-	if r := iec.Spec.IntelligentRoutingSpec.RouterResources; r != nil {
+	rs := iec.Spec.IntelligentRoutingSpec
+	if rs.RouterScheduling != nil && rs.RouterScheduling.Resources != nil {
+		return *rs.RouterScheduling.Resources.DeepCopy()
+	}
+	if r := rs.RouterResources; r != nil {
 		return *r.DeepCopy()
 	}
 	return corev1.ResourceRequirements{Requests: corev1.ResourceList{

@@ -45,6 +45,16 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	}
 	meta.SetStatusCondition(&st.Conditions, wc)
 
+	pods, err := r.listWorkerPods(ctx, iec)
+	if err != nil {
+		return err
+	}
+	sc := workersScheduled(pods, iec.Namespace, gen)
+	if sc.Status == metav1.ConditionFalse && !meta.IsStatusConditionFalse(st.Conditions, sc.Type) {
+		r.Recorder.Eventf(iec, nil, corev1.EventTypeWarning, "WorkersUnschedulable", "Schedule", "%s", sc.Message)
+	}
+	meta.SetStatusCondition(&st.Conditions, sc)
+
 	rc := metav1.Condition{Type: v1alpha1.ConditionRouterReady, ObservedGeneration: gen}
 	if !routingEnabled(iec) {
 		rc.Status, rc.Reason, rc.Message = metav1.ConditionTrue, "RoutingDisabled", "intelligentRoutingSpec.enabled is false: the Service "+iec.Name+" sends requests straight to the workers"

@@ -351,7 +351,7 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 	}
 	if !simulated(iec) {
 		c.Command = slices.Clone(w.Command)
-		c.Resources = *w.Resources.DeepCopy()
+		c.Resources = workerResources(iec)
 	} else {
 		// The simulator needs no GPU: requesting one would leave it
 		// unschedulable on the CPU-only clusters simulate is for.
@@ -361,6 +361,14 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 	if len(podAnnotations) == 0 {
 		podAnnotations = nil
 	}
+	pod := corev1.PodSpec{
+		SecurityContext: podSC,
+		Containers:      []corev1.Container{c},
+		Volumes:         volumes,
+		// Let in-flight generations finish on scale-down.
+		TerminationGracePeriodSeconds: ptr.To(int64(60)),
+	}
+	schedulePod(&pod, workerScheduling(iec), sel)
 	return &appsv1.Deployment{
 		ObjectMeta: objectMeta(iec, workerName(iec), componentWorker),
 		Spec: appsv1.DeploymentSpec{
@@ -368,13 +376,7 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
-				Spec: corev1.PodSpec{
-					SecurityContext: podSC,
-					Containers:      []corev1.Container{c},
-					Volumes:         volumes,
-					// Let in-flight generations finish on scale-down.
-					TerminationGracePeriodSeconds: ptr.To(int64(60)),
-				},
+				Spec:       pod,
 			},
 		},
 	}
