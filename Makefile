@@ -4,6 +4,7 @@
 #   make test              lint, unit tests (-race), fuzz, integration suites; what CI runs
 #   make test-unit         go test over every go.work module except tests/
 #   make test-integration  the testcontainers suites in tests/ (needs Docker)
+#   make test-e2e          tests/e2e on a real single-node cluster (scripts/k8s-node; root, Docker)
 #   make lint              golangci-lint and govulncheck over every go.work module
 #   make fuzz              every Fuzz* target briefly (FUZZ_BUDGET s shared, or FUZZTIME each)
 #   make golden            rewrite the Helm chart's golden manifests
@@ -92,11 +93,12 @@ vulncheck: ## govulncheck alone over every module (GOVULNDB= overrides the offli
 	@scripts/govulncheck.sh
 
 .PHONY: test
-test: ## lint, then unit tests, fuzzing, then integration suites (what .ci/run runs)
+test: ## lint, then unit tests, fuzzing, integration suites, then the e2e suite on a real node (what .ci/run runs)
 	@$(MAKE) lint
 	@$(MAKE) test-unit
 	@$(MAKE) fuzz
 	@$(MAKE) test-integration
+	@$(MAKE) test-e2e
 
 .PHONY: test-unit
 test-unit: ## go test (with -race where a C compiler exists) over every module but tests/
@@ -115,7 +117,12 @@ test-integration: ## testcontainers suites in tests/ (needs Docker)
 	@# the test cache cannot see, so a cached pass could be stale.
 	@# The chart suite installs the chart into envtest's kube-apiserver.
 	assets="$$(scripts/install-envtest.sh)"; \
-	KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(addsuffix /...,$(INTEGRATION_MODULES))
+	pkgs="$$($(GO) list $(addsuffix /...,$(INTEGRATION_MODULES)) | grep -v '/tests/e2e$$')"; \
+	KUBEBUILDER_ASSETS="$$assets" $(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $$pkgs
+
+.PHONY: test-e2e
+test-e2e: images ## tests/e2e on a real single-node Kubernetes (scripts/k8s-node: built once, ~30 s up); needs root and Docker
+	@scripts/e2e.sh
 
 .PHONY: dashboards
 dashboards: ## regenerate the Grafana dashboards (dashboards/*.json; a unit test fails when they are stale)

@@ -7,8 +7,9 @@
 #   export KUBEBUILDER_ASSETS="$(scripts/install-envtest.sh)"
 #
 # No release download site is reachable here, so the binaries come from the
-# wrapper modules in hack/envtest/ (each with its own go.mod and exact pins;
-# they are not part of go.work). The versions are read from those go.mod files,
+# wrapper modules hack/kube (cmd/kube-apiserver; the e2e node's other
+# Kubernetes binaries come from the same module, scripts/k8s-node/build.sh)
+# and hack/etcd, each with its own go.mod and exact pins, not part of go.work. The versions are read from those go.mod files,
 # so bumping a pin there is all it takes to get a new build.
 #
 #   ENVTEST_DIR   cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/warmpath/envtest)
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ENVTEST_SRC="$ROOT/hack/envtest"
+HACK="$ROOT/hack"
 ENVTEST_DIR="${ENVTEST_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/warmpath/envtest}"
 
 log() { printf 'install-envtest: %s\n' "$*" >&2; }
@@ -31,10 +32,10 @@ modver() {
 		print ($1 == "require") ? $3 : $2; exit }' "$1/go.mod"
 }
 
-KUBE_VERSION="$(modver "$ENVTEST_SRC/kube-apiserver" k8s.io/kubernetes)"
-ETCD_VERSION="$(modver "$ENVTEST_SRC/etcd" go.etcd.io/etcd/server/v3)"
+KUBE_VERSION="$(modver "$HACK/kube" k8s.io/kubernetes)"
+ETCD_VERSION="$(modver "$HACK/etcd" go.etcd.io/etcd/server/v3)"
 if [[ -z "$KUBE_VERSION" || -z "$ETCD_VERSION" ]]; then
-	log "cannot read the pinned versions from $ENVTEST_SRC/*/go.mod"
+	log "cannot read the pinned versions from $HACK/{kube,etcd}/go.mod"
 	exit 1
 fi
 DEST="$ENVTEST_DIR/${KUBE_VERSION#v}-etcd${ETCD_VERSION#v}"
@@ -73,14 +74,15 @@ TMP="$(mktemp -d "$ENVTEST_DIR/.build.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 chmod 755 "$TMP" # mktemp makes it private; the cache is readable like TOOLS_BIN
 
-# build compiles the wrapper module in hack/envtest/$1 to $TMP/$1.
+# build NAME DIR PKG LDFLAGS compiles PKG of the wrapper module in DIR to
+# $TMP/NAME.
 # GOWORK=off: the wrappers are their own modules, outside go.work.
 # CGO_ENABLED=0: static binaries, independent of the host's C toolchain.
 # -mod=readonly: the committed go.sum is the pin; a mismatch is an error.
 build() {
-	local name="$1" ldflags="$2" start=$SECONDS
-	(cd "$ENVTEST_SRC/$name" && GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly \
-		go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$TMP/$name" .)
+	local name="$1" dir="$2" pkg="$3" ldflags="$4" start=$SECONDS
+	(cd "$dir" && GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=readonly \
+		go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$TMP/$name" "$pkg")
 	log "built $name in $((SECONDS - start))s"
 }
 
@@ -88,7 +90,7 @@ if have_etcd "$DEST"; then
 	cp "$DEST/etcd" "$TMP/etcd"
 else
 	log "building etcd $ETCD_VERSION (under a minute once)"
-	build etcd "-s -w"
+	build etcd "$HACK/etcd" . "-s -w"
 fi
 
 if have_kube "$DEST"; then
@@ -102,7 +104,7 @@ else
 	major="${KUBE_VERSION#v}"
 	major="${major%%.*}"
 	vpkg=k8s.io/component-base/version
-	build kube-apiserver "-s -w -X $vpkg.gitVersion=$KUBE_VERSION \
+	build kube-apiserver "$HACK/kube" ./cmd/kube-apiserver "-s -w -X $vpkg.gitVersion=$KUBE_VERSION \
 		-X $vpkg.gitMajor=$major -X $vpkg.gitMinor=$minor -X $vpkg.gitTreeState=clean"
 fi
 

@@ -1,4 +1,4 @@
-module github.com/warmpath/warmpath/hack/envtest/etcd
+module github.com/warmpath/warmpath/hack/etcd
 
 go 1.26.0
 

@@ -205,3 +205,28 @@ func TestEndpointSchedulingRenders(t *testing.T) {
 		})
 	}
 }
+
+// TestHelmTestPodPlacement: the `helm test` pod takes tests.nodeSelector and
+// tests.tolerations; on a cluster whose every node is tainted (a GPU pool)
+// it cannot schedule without them, and `helm test` times out (found on the
+// e2e node).
+func TestHelmTestPodPlacement(t *testing.T) {
+	vals := "tests:\n  image: curl:1\n  nodeSelector: {pool: gpu}\n  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n"
+	var pods int
+	for _, o := range renderWith(t, vals) {
+		if o.Kind != "Pod" {
+			continue
+		}
+		pods++
+		spec := o.Raw["spec"].(map[string]any)
+		if want := fromYAML(t, "{pool: gpu}"); !reflect.DeepEqual(spec["nodeSelector"], want) {
+			t.Errorf("%s nodeSelector = %v, want %v", o.Metadata.Name, spec["nodeSelector"], want)
+		}
+		if want := fromYAML(t, "[{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]"); !reflect.DeepEqual(spec["tolerations"], want) {
+			t.Errorf("%s tolerations = %v, want %v", o.Metadata.Name, spec["tolerations"], want)
+		}
+	}
+	if pods == 0 {
+		t.Fatal("no helm test pod rendered")
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/warmpath/warmpath/tests/harness"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warmpath/warmpath/tests/harness"
 )
 
 func TestDashboardsOnLiveServices(t *testing.T) {
@@ -44,16 +45,16 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	for range 2 {
 		p := portRun(t, 3)
 		events := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, p+1, p+2)
-		start(ctx, t, bins["vllm-sim"], "--host", "127.0.0.1", "--port", strconv.Itoa(p), "--model", model,
+		harness.StartProcess(ctx, t, bins["vllm-sim"], "--host", "127.0.0.1", "--port", strconv.Itoa(p), "--model", model,
 			"--time-scale", "20", "--num-gpu-blocks-override", "600", "--max-model-len", "4096", "--log-level", "warn", "--kv-events-config", events,
 			"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`)
 		workers = append(workers, fmt.Sprintf("http://127.0.0.1:%d", p))
 	}
 	cp := portRun(t, 3)
-	start(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
+	harness.StartProcess(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
 		"--memory-capacity-bytes", "67108864", "--log-level", "warn")
 	rp := portRun(t, 1)
-	start(ctx, t, bins["router"], "--listen", addr(rp), "--workers", strings.Join(workers, ","), "--strategy", "kvaware",
+	harness.StartProcess(ctx, t, bins["router"], "--listen", addr(rp), "--workers", strings.Join(workers, ","), "--strategy", "kvaware",
 		"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}", "--log-level", "warn")
 	router := "http://" + addr(rp)
 	cacheHTTP := "http://" + addr(cp+2)
@@ -72,7 +73,7 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"+targets.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start(ctx, t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+	harness.StartProcess(ctx, t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+addr(pp), "--log.level=warn")
 	prom := "http://" + addr(pp)
 	waitOK(ctx, t, prom+"/-/ready")
@@ -137,24 +138,6 @@ func buildAll(ctx context.Context, t *testing.T, dir string, pkgs map[string]str
 		out[name] = bin
 	}
 	return out
-}
-
-// start runs a process until the test ends.
-func start(ctx context.Context, t *testing.T, bin string, args ...string) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() && logs.Len() > 0 {
-			t.Logf("%s output:\n%.4000s", filepath.Base(bin), logs.String())
-		}
-	})
 }
 
 // reserved holds the ports handed out: processes bind theirs only after
