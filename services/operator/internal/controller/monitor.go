@@ -66,7 +66,8 @@ func routerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.U
 func promLabelName(k8sLabel string) string {
 	b := []byte(k8sLabel)
 	for i, c := range b {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		valid := c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !valid {
 			b[i] = '_'
 		}
 	}
