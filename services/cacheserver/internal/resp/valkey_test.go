@@ -9,10 +9,16 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
 
 // encodeCommand is a command as every client sends it, in RESP3 as in
@@ -318,5 +324,37 @@ func TestGoRedisRESP3(t *testing.T) {
 	defer wrong.Close()
 	if err := wrong.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
 		t.Fatalf("wrong password over HELLO: %v", err)
+	}
+}
+
+// recording is a Backend that notes the keys written through it.
+type recording struct {
+	cluster.Local
+	mu   sync.Mutex
+	puts []string
+}
+
+func (r *recording) Put(ctx context.Context, key string, obj *store.Object) bool {
+	r.mu.Lock()
+	r.puts = append(r.puts, key)
+	r.mu.Unlock()
+	return r.Local.Put(ctx, key, obj)
+}
+
+// TestMSetThroughBackend: in cluster mode MSET and MGET go through the
+// cluster backend, as SET and GET do, not the node's own store.
+func TestMSetThroughBackend(t *testing.T) {
+	mem := store.NewMemory(16<<20, store.Options{})
+	backend := &recording{Local: cluster.Local{Mem: mem}}
+	srv := New(Config{Cluster: backend}, store.NewMemory(1<<20, store.Options{}), metrics.New(prometheus.NewRegistry(), mem), nil)
+	addr := serveWith(t, srv)
+	replay(t, addr, []step{
+		{"pipelined", [][]string{{"HELLO", "3"}, {"MSET", "a:kv_bytes", "v", "a:metadata", "m"}, {"MGET", "a:metadata", "a:kv_bytes", "b:metadata"}},
+			[]string{helloMap(3, 1), "+OK\r\n", "*3\r\n$1\r\nm\r\n$1\r\nv\r\n_\r\n"}},
+	})
+	backend.mu.Lock()
+	defer backend.mu.Unlock()
+	if strings.Join(backend.puts, ",") != "a:kv_bytes,a:metadata" {
+		t.Fatalf("backend saw puts %v", backend.puts)
 	}
 }
