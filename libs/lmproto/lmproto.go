@@ -111,7 +111,9 @@ func ValidKey(key string) error {
 }
 
 // ParseRequest decodes a 186-byte request header. The key is trimmed of
-// trailing spaces and NULs, as the reference server does.
+// trailing spaces and NULs, as the reference server does. An empty key is
+// malformed except in a HEALTH request, which the reference server answers
+// without reading its key.
 func ParseRequest(b []byte) (RequestHeader, error) {
 	if len(b) != RequestHeaderSize {
 		return RequestHeader{}, fmt.Errorf("%w: request header of %d bytes, want %d", ErrProtocol, len(b), RequestHeaderSize)
@@ -119,7 +121,7 @@ func ParseRequest(b []byte) (RequestHeader, error) {
 	v := func(i int) int32 { return int32(binary.LittleEndian.Uint32(b[4*i:])) }
 	h := RequestHeader{Command: v(0), Meta: Meta{Length: v(1), Fmt: v(2), Dtype: v(3), Location: v(4), Shape: [4]int32{v(5), v(6), v(7), v(8)}}}
 	key := bytes.TrimRight(b[36:], " \x00")
-	if len(key) == 0 {
+	if len(key) == 0 && h.Command != CmdHealth {
 		return RequestHeader{}, fmt.Errorf("%w: empty key", ErrProtocol)
 	}
 	h.Key = string(key)

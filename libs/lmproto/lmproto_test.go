@@ -101,6 +101,38 @@ func TestReaderRejects(t *testing.T) {
 	}
 }
 
+// TestHealthAnyKey: the reference server (lmcache/v1/server/__main__.py,
+// LMCache e33d0c81d3c44ba339c5282fd3f1f116eaac3403) answers CLIENT_HEALTH
+// without looking at the key, so a HEALTH whose key is empty, all spaces
+// or all NULs is a request, not a protocol error. Keys still matter, and
+// are still required, for the other commands.
+func TestHealthAnyKey(t *testing.T) {
+	hdr := func(cmd int32, key string) string {
+		return le(cmd) + strings.Repeat(le(0), 8) + key
+	}
+	tests := []struct {
+		name, in, key string
+	}{
+		{"spaces", hdr(CmdHealth, strings.Repeat(" ", KeySize)), ""},
+		{"NULs", hdr(CmdHealth, strings.Repeat("\x00", KeySize)), ""},
+		{"a key", hdr(CmdHealth, "health"+strings.Repeat(" ", KeySize-6)), "health"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rd := NewReader(strings.NewReader(tt.in+tt.in), 1<<20)
+			for i := range 2 { // the stream stays framed after it
+				req, err := rd.Next()
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if req.Command != CmdHealth || req.Key != tt.key {
+					t.Fatalf("request %d: command %d key %q", i, req.Command, req.Key)
+				}
+			}
+		})
+	}
+}
+
 // serve is a minimal lm:// server over this package's codec: what a
 // client test needs, and what the cache server builds on.
 func serve(t *testing.T) string {
@@ -233,6 +265,7 @@ func FuzzReader(f *testing.F) {
 	get, _ := AppendRequest(nil, &RequestHeader{Command: CmdGet, Key: "k"})
 	f.Add(append(get, get...))
 	f.Add([]byte{})
+	f.Add([]byte(le(CmdHealth) + strings.Repeat(le(0), 8) + strings.Repeat(" ", KeySize)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rd := NewReader(bytes.NewReader(in), 1<<16)
 		for range 64 {
@@ -243,7 +276,7 @@ func FuzzReader(f *testing.F) {
 				}
 				return
 			}
-			if req.Key == "" || len(req.Key) > KeySize || len(req.Value) > 1<<16 {
+			if (req.Key == "" && req.Command != CmdHealth) || len(req.Key) > KeySize || len(req.Value) > 1<<16 {
 				t.Fatalf("bad request accepted: %+v", req.RequestHeader)
 			}
 		}

@@ -3,6 +3,7 @@ package lmserver
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -139,6 +140,47 @@ func TestBadInput(t *testing.T) {
 	defer c.Close()
 	if err := c.Health(context.Background()); err != nil {
 		t.Fatalf("server unhealthy after bad clients: %v", err)
+	}
+}
+
+// TestHealthEmptyKey: a HEALTH request is answered 200 whatever its key,
+// as the reference server answers it (lmcache/v1/server/__main__.py,
+// LMCache e33d0c81d3c44ba339c5282fd3f1f116eaac3403), and the connection
+// stays open for the next request.
+func TestHealthEmptyKey(t *testing.T) {
+	tests := []struct {
+		name string
+		key  byte // the byte the 150-byte key is filled with
+	}{
+		{"spaces", ' '},
+		{"NULs", 0},
+	}
+	f := start(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := binary.LittleEndian.AppendUint32(nil, uint32(lmproto.CmdHealth))
+			req = append(req, make([]byte, 8*4)...)
+			req = append(req, bytes.Repeat([]byte{tt.key}, lmproto.KeySize)...)
+			conn, err := net.Dial("tcp", f.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+			for i := range 2 {
+				if _, err := conn.Write(req); err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				b := make([]byte, lmproto.ReplyHeaderSize)
+				if _, err := io.ReadFull(conn, b); err != nil {
+					t.Fatalf("reply %d: %v", i, err)
+				}
+				r, err := lmproto.ParseReply(b)
+				if err != nil || r.Code != lmproto.CodeSuccess {
+					t.Fatalf("reply %d: %+v, %v; want code 200", i, r, err)
+				}
+			}
+		})
 	}
 }
 

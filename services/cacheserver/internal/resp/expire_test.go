@@ -362,12 +362,13 @@ func TestAuthFailuresCounted(t *testing.T) {
 		}
 	}()
 	// DisableIdentity: no CLIENT SETINFO, which would count as NOAUTH too.
+	// go-redis opens with HELLO 2 (no password given): a NOAUTH, counted.
 	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), Protocol: 2, DisableIdentity: true})
 	defer rdb.Close()
-	_ = rdb.Get(context.Background(), "k").Err()             // NOAUTH
+	_ = rdb.Get(context.Background(), "k").Err()             // HELLO 2, then GET: two NOAUTH
 	_ = rdb.Do(context.Background(), "AUTH", "wrong").Err()  // WRONGPASS
 	_ = rdb.Do(context.Background(), "AUTH", "s3cret").Err() // ok
-	if got := testutil.ToFloat64(m.AuthFailures.WithLabelValues("resp")); got != 2 {
-		t.Fatalf("auth failures %v, want 2", got)
+	if got := testutil.ToFloat64(m.AuthFailures.WithLabelValues("resp")); got != 3 {
+		t.Fatalf("auth failures %v, want 3", got)
 	}
 }

@@ -1,6 +1,7 @@
-// Package resp serves the subset of RESP2 that LMCache's Redis connector,
-// redis-cli, redis-benchmark and go-redis use, over the cache server's
-// store.
+// Package resp serves the subset of RESP2 and RESP3 (after HELLO 3) that
+// LMCache's redis:// and valkey:// connectors (the latter through
+// valkey-glide), redis-cli, redis-benchmark and go-redis use, over the
+// cache server's store.
 //
 // The parser is this package's own rather than a library's (redcon, the
 // usual choice, grows its buffer to whatever a client announces and copies

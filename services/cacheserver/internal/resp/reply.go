@@ -5,8 +5,10 @@ import (
 	"strings"
 )
 
-// Reply encoding: pure functions appending RESP2 to a buffer, as
-// libs/lmproto encodes lm://. A bulk string's value is not among them:
+// Reply encoding: pure functions appending RESP2 and RESP3 to a buffer,
+// as libs/lmproto encodes lm://. A RESP3 connection (after HELLO 3) gets
+// the same encoders but for the types RESP3 adds: the null (appendNull3)
+// and the map (appendMap); everything else is encoded alike in both. A bulk string's value is not among them:
 // the connection writes it straight from the store after its header, so
 // a large value is never copied.
 
@@ -34,6 +36,17 @@ func appendInt(b []byte, n int64) []byte {
 
 // appendNull appends the null bulk string (a missing key).
 func appendNull(b []byte) []byte { return append(b, "$-1\r\n"...) }
+
+// appendNull3 appends RESP3's null (a missing key after HELLO 3).
+func appendNull3(b []byte) []byte { return append(b, "_\r\n"...) }
+
+// appendMap appends a RESP3 map header of n key-value pairs; 2n elements
+// must follow. (In RESP2 a map is an array of 2n elements.)
+func appendMap(b []byte, n int) []byte {
+	b = append(b, '%')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
 
 // appendArray appends an array header of n elements.
 func appendArray(b []byte, n int) []byte {

@@ -20,6 +20,12 @@ func TestAppendReplies(t *testing.T) {
 		{"bulk", appendBulk(nil, []byte("hi")), "$2\r\nhi\r\n"},
 		{"empty bulk", appendBulk(nil, nil), "$0\r\n\r\n"},
 		{"appends", appendInt(appendSimple([]byte("x"), "A"), 1), "x+A\r\n:1\r\n"},
+		// RESP3 (https://github.com/redis/redis-specifications/blob/master/protocol/RESP3.md)
+		{"resp3 null", appendNull3(nil), "_\r\n"},
+		{"resp3 map", appendMap(nil, 7), "%7\r\n"},
+		{"resp3 empty map", appendMap(nil, 0), "%0\r\n"},
+		{"resp3 map of one pair", appendBulk(appendBulk(appendMap(nil, 1), []byte("k")), nil), "%1\r\n$1\r\nk\r\n$0\r\n\r\n"},
+		{"resp3 null in an array", appendNull3(appendArray(nil, 1)), "*1\r\n_\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -229,6 +229,21 @@ func FuzzReader(f *testing.F) {
 	for _, s := range []string{"*1\r\n$4\r\nPING\r\n", "PING\r\n", "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n", "*-1\r\n", "\r\n\r\n", "*2\r\n$3\r\nGET\r\n$-1\r\n", ""} {
 		f.Add([]byte(s))
 	}
+	// What LMCache's valkey:// connector sends through valkey-glide (see
+	// TestValkeyConnectorSequence), and malformed variants.
+	for _, cmd := range [][]string{
+		{"HELLO", "3", "AUTH", "default", "tok"},
+		{"HELLO", "3", "AUTH", "default", "tok", "SETNAME", "w"},
+		{"CLIENT", "SETINFO", "LIB-NAME", "GlidePy"},
+		{"INFO", "REPLICATION"},
+		{"MGET", "k:metadata", "k:kv_bytes"},
+		{"MSET", "k:kv_bytes", "v", "k:metadata", "m"},
+	} {
+		f.Add(encodeCommand(cmd...))
+	}
+	f.Add(append(encodeCommand("SET", "k:kv_bytes", "v"), encodeCommand("SET", "k:metadata", "m")...))
+	f.Add([]byte("HELLO 3 AUTH default tok\r\n"))
+	f.Add([]byte("*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		rd := NewReader(bufio.NewReader(bytes.NewReader(in)), Limits{MaxArgs: 16, MaxArgBytes: 1 << 10, MaxInline: 1 << 10})
 		for range 32 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
@@ -50,6 +51,7 @@ type Server struct {
 	clustered bool
 	metrics   *metrics.Metrics
 	log       *slog.Logger
+	lastID    atomic.Int64 // connection ids, as HELLO reports them
 }
 
 // New returns a server over mem (and over cfg.Cluster in cluster mode).
@@ -81,6 +83,8 @@ type session struct {
 	s      *Server
 	w      *bufio.Writer
 	buf    []byte // reused for replies' encoding
+	id     int64  // HELLO's id
+	proto  int    // 2, or 3 after HELLO 3: how nulls and maps are encoded
 	authed bool
 	quit   bool
 }
@@ -89,7 +93,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	dr := &connserve.DeadlineReader{Conn: conn, Idle: s.cfg.IdleTimeout, IO: s.cfg.IOTimeout}
 	br := bufio.NewReaderSize(dr, 64<<10)
-	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), authed: s.cfg.Password == ""}
+	ss := &session{s: s, w: bufio.NewWriterSize(conn, 64<<10), id: s.lastID.Add(1), proto: 2, authed: s.cfg.Password == ""}
 	rd := NewReader(br, PreAuthLimits)
 	limited := !ss.authed
 	if !limited {
@@ -177,8 +181,26 @@ func (ss *session) write(b []byte) {
 func (ss *session) simple(s string) { ss.write(appendSimple(ss.buf[:0], s)) }
 func (ss *session) err(s string)    { ss.write(appendError(ss.buf[:0], s)) }
 func (ss *session) integer(n int)   { ss.write(appendInt(ss.buf[:0], int64(n))) }
-func (ss *session) null()           { ss.write(appendNull(ss.buf[:0])) }
 func (ss *session) array(n int)     { ss.write(appendArray(ss.buf[:0], n)) }
+
+// null writes the connection's protocol's null.
+func (ss *session) null() {
+	if ss.proto == 3 {
+		ss.write(appendNull3(ss.buf[:0]))
+		return
+	}
+	ss.write(appendNull(ss.buf[:0]))
+}
+
+// mapHeader writes a map of n pairs: a RESP3 map, or in RESP2 the flat
+// array Redis sends in its place.
+func (ss *session) mapHeader(n int) {
+	if ss.proto == 3 {
+		ss.write(appendMap(ss.buf[:0], n))
+		return
+	}
+	ss.write(appendArray(ss.buf[:0], 2*n))
+}
 
 // bulk writes v after its header, straight from the caller's slice: a
 // large value bypasses the buffer and is never copied.
