@@ -113,14 +113,22 @@ func (r *Reader) array() ([][]byte, error) {
 		}
 		// Not make(size): the buffer grows as the bytes arrive, so a
 		// length prefix alone cannot make the server allocate the limit.
-		arg, err := lmproto.ReadValue(r.br, size+2)
+		// The value alone, not with its CRLF: a value of exactly the
+		// reader's first step (4 MiB, LMCache's usual chunk) then fits it,
+		// instead of costing a second buffer and a copy for two bytes.
+		arg, err := lmproto.ReadValue(r.br, size)
 		if err != nil {
 			return nil, truncated(err)
 		}
-		if arg[size] != '\r' || arg[size+1] != '\n' {
+		cr, err1 := r.br.ReadByte()
+		lf, err2 := r.br.ReadByte()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, truncated(err)
+		}
+		if cr != '\r' || lf != '\n' {
 			return nil, fmt.Errorf("%w: bulk string not terminated by CRLF", ErrProtocol)
 		}
-		args = append(args, arg[:size:size])
+		args = append(args, arg)
 	}
 	return args, nil
 }
