@@ -2,11 +2,14 @@ package faults
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 )
 
-// TestWorkerKilled kills a worker (SIGKILL) mid-load. Non-streamed requests
+// TestWorkerKilled kills a worker (SIGKILL) mid-load: the one with the most
+// requests in flight, just after three long non-streamed requests went
+// out, so one of those is usually running on it. Non-streamed requests
 // it held, or that reach it before the router notices, are retried on
 // another worker before their first byte; its streams end, short of
 // [DONE], within the idle timeout; and it leaves the rotation within a few
@@ -19,11 +22,12 @@ import (
 func TestWorkerKilled(t *testing.T) {
 	s := startStack(t, "--retry-on", "connect-failure,refused,reset")
 	const (
-		rate      = 4.0
-		dur       = 24 * time.Second
-		faultAt   = 8 * time.Second
-		leaveMax  = 5 * time.Second
-		victimURL = "http://sim-b:8000"
+		rate     = 4.0
+		dur      = 24 * time.Second
+		faultAt  = 8 * time.Second
+		leaveMax = 5 * time.Second
+		// longTokens makes a non-streamed answer take about 2.5 s.
+		longTokens = 600
 	)
 	sc := &scenario{Fault: "worker SIGKILL (docker kill) mid-load", Rate: rate, Duration: dur.Seconds(), Recovery: map[string]float64{}}
 	record(t, "worker_killed", sc)
@@ -32,9 +36,25 @@ func TestWorkerKilled(t *testing.T) {
 	results := make(chan []result, 1)
 	go func() { results <- load(t.Context(), s, rate, dur) }()
 
-	time.Sleep(faultAt)
+	time.Sleep(faultAt - time.Second)
+	long := make(chan result, 3)
+	for i := range 3 {
+		go func() { long <- send(t.Context(), http.DefaultClient, s.url(), 1000+i, false, longTokens) }()
+	}
+	time.Sleep(time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	eps, err := s.endpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimURL := s.urls[0]
+	for _, u := range s.urls {
+		if eps[u].InFlight > eps[victimURL].InFlight {
+			victimURL = u
+		}
+	}
+	t.Logf("in flight per worker before the kill: %v", inFlight(eps))
 	killedAt := time.Now()
 	if err := s.workers[victimURL].Kill(ctx); err != nil {
 		t.Fatal(err)
@@ -43,6 +63,9 @@ func TestWorkerKilled(t *testing.T) {
 	sc.Recovery["out_of_rotation"] = round(left.Sub(killedAt).Seconds())
 
 	rs := <-results
+	for range 3 {
+		rs = append(rs, <-long)
+	}
 	sc.RouterRetries = s.retries(t)
 	sc.counts = summarise(rs, killedAt)
 	logFailures(t, t0, rs)
@@ -58,4 +81,13 @@ func TestWorkerKilled(t *testing.T) {
 	if sc.Sent < int(rate*dur.Seconds())*3/4 {
 		t.Errorf("sent %d requests, want about %v", sc.Sent, rate*dur.Seconds())
 	}
+}
+
+// inFlight is each worker's router requests in flight.
+func inFlight(eps map[string]endpoint) map[string]int {
+	m := make(map[string]int, len(eps))
+	for u, ep := range eps {
+		m[u] = ep.InFlight
+	}
+	return m
 }

@@ -56,8 +56,12 @@ func load(ctx context.Context, s *stack, rate float64, dur time.Duration) []resu
 	end := time.Now().Add(dur)
 	for i := 0; time.Now().Before(end); i++ {
 		wg.Go(func() {
-			r := send(ctx, hc, s.url(), i, i%2 == 1)
-			r.end = time.Now()
+			stream := i%2 == 1
+			maxTokens := 16
+			if stream {
+				maxTokens = 200
+			}
+			r := send(ctx, hc, s.url(), i, stream, maxTokens)
 			mu.Lock()
 			out = append(out, r)
 			mu.Unlock()
@@ -72,15 +76,12 @@ func load(ctx context.Context, s *stack, rate float64, dur time.Duration) []resu
 	return out
 }
 
-// send sends request i: a prompt of a few hundred tokens whose first half
+// send sends request i, for maxTokens: a prompt of a few hundred tokens whose first half
 // one of eight families shares, so the KV-aware router has prefixes to
 // follow; streams ask for more tokens, so some are in flight at a fault.
-func send(ctx context.Context, hc *http.Client, base string, i int, stream bool) result {
-	r := result{stream: stream, start: time.Now()}
-	maxTokens := 16
-	if stream {
-		maxTokens = 200
-	}
+func send(ctx context.Context, hc *http.Client, base string, i int, stream bool, maxTokens int) (r result) {
+	r = result{stream: stream, start: time.Now()}
+	defer func() { r.end = time.Now() }()
 	prompt := fmt.Sprintf("%s Request %d asks about fault %d and its recovery.",
 		strings.Repeat(fmt.Sprintf("Family %d shares this context about routers and caches. ", i%8), 30), i, i)
 	body, _ := json.Marshal(map[string]any{

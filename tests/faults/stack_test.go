@@ -103,6 +103,7 @@ type endpoint struct {
 	URL          string     `json:"url"`
 	Healthy      bool       `json:"healthy"`
 	EjectedUntil *time.Time `json:"ejectedUntil"`
+	InFlight     int        `json:"inFlight"`
 	Models       []string   `json:"models"`
 }
 
