@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	"github.com/testcontainers/testcontainers-go/network"
@@ -45,7 +46,8 @@ type Container struct {
 	// e.g. "http://localhost:32771", with no trailing slash.
 	URL string
 
-	ctr *testcontainers.DockerContainer
+	ctr  *testcontainers.DockerContainer
+	port string // Spec.Port with its protocol, e.g. "8000/tcp"
 }
 
 // Start builds (or reuses) the image for s.Package, starts a container from
@@ -104,7 +106,7 @@ func Start(t testing.TB, s Spec) *Container {
 	if err != nil {
 		t.Fatalf("harness: endpoint of %s: %v", img, err)
 	}
-	return &Container{URL: url, ctr: ctr}
+	return &Container{URL: url, ctr: ctr, port: port}
 }
 
 // Stop stops the container, as a crashed or drained worker would: it gets
@@ -145,4 +147,67 @@ func dumpLogs(t testing.TB, ctr *testcontainers.DockerContainer) {
 		logs = "...\n" + logs[len(logs)-maxLog:]
 	}
 	t.Logf("container %s logs:\n%s", ctr.GetContainerID(), logs)
+}
+
+// Kill sends the container SIGKILL, as `docker kill` does: the process dies
+// at once, as a crashed worker would, without the SIGTERM that Stop sends
+// first. The test's cleanup still removes it.
+func (c *Container) Kill(ctx context.Context) error {
+	return c.docker(ctx, "kill", func(cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: "SIGKILL"})
+		return err
+	})
+}
+
+// Pause freezes every process of the container, as `docker pause` does: its
+// sockets stay open and the kernel still accepts connections for it, but
+// nothing answers, as a hung worker would. Unpause thaws it.
+func (c *Container) Pause(ctx context.Context) error {
+	return c.docker(ctx, "pause", func(cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		return err
+	})
+}
+
+// Unpause thaws a container Pause froze.
+func (c *Container) Unpause(ctx context.Context) error {
+	return c.docker(ctx, "unpause", func(cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		return err
+	})
+}
+
+// Restart restarts the container, as `docker restart` does: SIGTERM, then
+// SIGKILL after grace (whole seconds), then the same command again. It
+// returns once the container runs, not once it is healthy. Docker may
+// publish its port on another host port: the returned URL is the new
+// Spec.Port base URL; c.URL is not changed, since other goroutines may be
+// reading it.
+func (c *Container) Restart(ctx context.Context, grace time.Duration) (string, error) {
+	secs := int(grace.Seconds())
+	err := c.docker(ctx, "restart", func(cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.ContainerRestart(ctx, id, client.ContainerRestartOptions{Timeout: &secs})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	url, err := c.ctr.PortEndpoint(ctx, c.port, "http")
+	if err != nil {
+		return "", fmt.Errorf("harness: endpoint after restart: %w", err)
+	}
+	return url, nil
+}
+
+// docker runs op with a Docker client and the container's id.
+func (c *Container) docker(ctx context.Context, what string, op func(*testcontainers.DockerClient, string) error) error {
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return fmt.Errorf("harness: %s: %w", what, err)
+	}
+	defer cli.Close()
+	if err := op(cli, c.ctr.GetContainerID()); err != nil {
+		return fmt.Errorf("harness: %s: %w", what, err)
+	}
+	return nil
 }

@@ -89,7 +89,7 @@ func run() error {
 	fs.DurationVar(&pc.TotalTimeout, "request-timeout", 10*time.Minute, "timeout for a whole request")
 	fs.IntVar(&pc.MaxRetries, "max-retries", 2, "other workers to try, before the first byte, after a failure --retry-on names")
 	pc.RetryOn = proxy.DefaultRetryOn
-	fs.Func("retry-on", "failures retried on another worker, comma-separated: connect-failure (not sent), refused (429, or 503 with Retry-After), reset (connection lost after the request was sent), 5xx; none (default "+proxy.DefaultRetryOn.String()+": only what the worker cannot have run)", func(v string) error {
+	fs.Func("retry-on", "failures retried on another worker, comma-separated: connect-failure (not sent), refused (429, or 503 with Retry-After), reset (connection lost after the request was sent), 5xx, timeout (no response byte within --ttfb-timeout: a hung worker); none (default "+proxy.DefaultRetryOn.String()+": only what the worker cannot have run)", func(v string) error {
 		r, err := proxy.ParseRetryOn(v)
 		pc.RetryOn = r
 		return err

@@ -39,17 +39,18 @@ type Metrics struct {
 
 // Reasons used as label values.
 const (
-	ReasonOverflow      = "overflow"       // limiter queue full (429/503)
-	ReasonQueueTimeout  = "queue_timeout"  // waited too long for capacity
-	ReasonNoWorker      = "no_worker"      // no healthy worker serves the model
-	ReasonUnknownModel  = "unknown_model"  // no worker serves the model at all
-	ReasonBodyTooLarge  = "body_too_large" // over the body limit
-	ReasonBadRequest    = "bad_request"    // malformed JSON, missing model
-	ReasonUnauthorized  = "unauthorized"   // router API key mismatch
-	ReasonConnectError  = "connect_error"  // retry: dial failed
-	ReasonUpstream5xx   = "upstream_5xx"   // retry: worker answered 5xx
-	ReasonRefused       = "refused"        // retry: worker answered 429, or 503 with Retry-After
-	ReasonUpstreamReset = "upstream_reset" // retry: connection lost after the request was sent
+	ReasonOverflow        = "overflow"         // limiter queue full (429/503)
+	ReasonQueueTimeout    = "queue_timeout"    // waited too long for capacity
+	ReasonNoWorker        = "no_worker"        // no healthy worker serves the model
+	ReasonUnknownModel    = "unknown_model"    // no worker serves the model at all
+	ReasonBodyTooLarge    = "body_too_large"   // over the body limit
+	ReasonBadRequest      = "bad_request"      // malformed JSON, missing model
+	ReasonUnauthorized    = "unauthorized"     // router API key mismatch
+	ReasonConnectError    = "connect_error"    // retry: dial failed
+	ReasonUpstream5xx     = "upstream_5xx"     // retry: worker answered 5xx
+	ReasonRefused         = "refused"          // retry: worker answered 429, or 503 with Retry-After
+	ReasonUpstreamReset   = "upstream_reset"   // retry: connection lost after the request was sent
+	ReasonUpstreamTimeout = "upstream_timeout" // retry: no response byte within --ttfb-timeout
 )
 
 // New registers the metrics on reg. queue reports active and queued

@@ -341,6 +341,45 @@ func TestTTFBTimeoutNotRetried(t *testing.T) {
 	}
 }
 
+// TestTTFBTimeoutRetriedWhenOptedIn: with --retry-on timeout, a request
+// whose worker sends no byte within TTFBTimeout goes to another worker, as
+// a hung worker's requests must; the last attempt still answers 504.
+func TestTTFBTimeoutRetriedWhenOptedIn(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		stalls   int // of three workers, in round-robin order
+		want     int
+		wantHits int64
+	}{
+		{"a stalled worker's request answered by another", 1, http.StatusOK, 2},
+		{"stalled everywhere is a 504 after every attempt", 3, http.StatusGatewayTimeout, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make(chan struct{})
+			stall := func(http.ResponseWriter, *http.Request) { <-release }
+			handlers := []http.HandlerFunc{ok, ok, ok}
+			for i := range tt.stalls {
+				handlers[i] = stall
+			}
+			cfg := productionConfig()
+			cfg.RetryOn = RetryOn{FailConnect, FailRefused, FailTimeout}
+			cfg.TTFBTimeout = 200 * time.Millisecond
+			f := startFleet(t, cfg, handlers...)
+			// Registered after the workers', so it runs first and lets them close.
+			t.Cleanup(func() { close(release) })
+			if got := f.post(t, "hello"); got != tt.want {
+				t.Fatalf("status %d, want %d", got, tt.want)
+			}
+			if got := f.hits(); got != tt.wantHits {
+				t.Fatalf("reached workers %d times, want %d", got, tt.wantHits)
+			}
+		})
+	}
+	if r, err := ParseRetryOn("connect-failure,timeout"); err != nil || !r.Has(FailTimeout) {
+		t.Errorf("ParseRetryOn(connect-failure,timeout) = %v, %v; want timeout in it", r, err)
+	}
+}
+
 // TestSlowClientReleasesConnection: a client that sends a request and
 // never reads the answer cannot hold the connection past WriteTimeout.
 func TestSlowClientReleasesConnection(t *testing.T) {

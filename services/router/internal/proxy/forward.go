@@ -59,7 +59,7 @@ func (s *Server) forward(x *exchange, ep *pool.Endpoint, epRelease func(), final
 		HeadTimeout: s.cfg.TTFBTimeout,
 	})
 	if err != nil {
-		return s.upstreamError(x, a, err)
+		return s.upstreamError(x, a, err, final)
 	}
 	body := resp.Body
 	defer func() {
@@ -97,7 +97,7 @@ func (s *Server) forward(x *exchange, ep *pool.Endpoint, epRelease func(), final
 		n, rerr = body.Read(buf)
 	}
 	if rerr != nil && !errors.Is(rerr, io.EOF) {
-		return s.upstreamError(x, a, rerr)
+		return s.upstreamError(x, a, rerr, final)
 	}
 	s.metrics.TTFT.WithLabelValues(x.strategy).Observe(time.Since(x.start).Seconds())
 	body.SetReadTimeout(s.cfg.IdleTimeout)
@@ -173,8 +173,9 @@ func (s *Server) target(workerURL string) (upstream.Target, error) {
 // upstreamError classifies a failure before anything reached the client:
 // the client left (done, nothing sent), the worker stalled past TTFB
 // (done, 504: it has the request, so sending it elsewhere would double
-// the work), or a failure route may retry.
-func (s *Server) upstreamError(x *exchange, a *attempt, err error) *attempt {
+// the work; unless RetryOn has FailTimeout and another attempt may
+// follow), or a failure route may retry.
+func (s *Server) upstreamError(x *exchange, a *attempt, err error, final bool) *attempt {
 	a.err = err
 	cerr := x.ctx.Err()
 	if cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
@@ -183,6 +184,9 @@ func (s *Server) upstreamError(x *exchange, a *attempt, err error) *attempt {
 	}
 	var opErr *net.OpError
 	switch {
+	case cerr == nil && errors.Is(err, upstream.ErrTimeout) && !final && s.cfg.RetryOn.Has(FailTimeout):
+		// The worker's failure (broken), and route tries another.
+		a.failure, a.broken = FailTimeout, true
 	case errors.Is(err, upstream.ErrTimeout) || cerr != nil:
 		limit := s.cfg.TTFBTimeout
 		if cerr != nil {

@@ -27,6 +27,13 @@ const (
 	FailReset Failure = "reset"
 	// Fail5xx: the worker answered 5xx (other than a refusal).
 	Fail5xx Failure = "5xx"
+	// FailTimeout: the worker sent no response body byte within
+	// TTFBTimeout. It has the request and may still be computing it, so
+	// re-sending doubles the work when it is merely slow; but a hung
+	// worker (frozen, wedged GPU) would otherwise fail every request sent
+	// to it until probes take it out of the rotation. Envoy retries its
+	// per-try timeouts the same way only when asked.
+	FailTimeout Failure = "timeout"
 )
 
 // DefaultRetryOn retries only what is known not to have run on the worker,
@@ -45,12 +52,12 @@ func ParseRetryOn(s string) (RetryOn, error) {
 		f = strings.TrimSpace(f)
 		switch Failure(f) {
 		case "", "none":
-		case FailConnect, FailRefused, FailReset, Fail5xx:
+		case FailConnect, FailRefused, FailReset, Fail5xx, FailTimeout:
 			if !slices.Contains(out, Failure(f)) {
 				out = append(out, Failure(f))
 			}
 		default:
-			return nil, fmt.Errorf("retry-on: unknown failure %q (connect-failure, refused, reset, 5xx, none)", f)
+			return nil, fmt.Errorf("retry-on: unknown failure %q (connect-failure, refused, reset, 5xx, timeout, none)", f)
 		}
 	}
 	return out, nil

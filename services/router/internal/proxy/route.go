@@ -257,6 +257,8 @@ func retryReason(f Failure) string {
 		return metrics.ReasonRefused
 	case FailReset:
 		return metrics.ReasonUpstreamReset
+	case FailTimeout:
+		return metrics.ReasonUpstreamTimeout
 	default:
 		return metrics.ReasonUpstream5xx
 	}

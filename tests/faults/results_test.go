@@ -1,0 +1,71 @@
+package faults
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// resultsPath is bench/results/faults.json from this package's directory.
+const resultsPath = "../../bench/results/faults.json"
+
+// scenario is one test's record in faults.json.
+type scenario struct {
+	Passed   bool    `json:"passed"`
+	Fault    string  `json:"fault"`
+	Rate     float64 `json:"rate_per_second"`
+	Duration float64 `json:"load_seconds"`
+	counts
+	// Recovery holds the scenario's recovery times, in seconds.
+	Recovery map[string]float64 `json:"recovery_seconds"`
+	// RouterRetries is the router's warmpath_router_retries_total by
+	// reason at the end (since its last start).
+	RouterRetries map[string]float64 `json:"router_retries,omitempty"`
+	Timestamp     string             `json:"timestamp"`
+}
+
+var resultsMu sync.Mutex
+
+// record writes sc under name into faults.json when the test ends, keeping
+// the other scenarios' entries, with passed set from the test's outcome.
+func record(t *testing.T, name string, sc *scenario) {
+	t.Cleanup(func() {
+		sc.Passed = !t.Failed()
+		sc.Timestamp = time.Now().UTC().Format(time.RFC3339)
+		resultsMu.Lock()
+		defer resultsMu.Unlock()
+		file := struct {
+			Command    string               `json:"command"`
+			GoMaxProcs int                  `json:"gomaxprocs"`
+			Scenarios  map[string]*scenario `json:"scenarios"`
+		}{Scenarios: map[string]*scenario{}}
+		if b, err := os.ReadFile(resultsPath); err == nil {
+			_ = json.Unmarshal(b, &file)
+		}
+		if file.Scenarios == nil {
+			file.Scenarios = map[string]*scenario{}
+		}
+		file.Command = "make test-integration (go test -count=1 ./tests/faults/)"
+		file.GoMaxProcs = runtime.GOMAXPROCS(0)
+		file.Scenarios[name] = sc
+		b, err := json.MarshalIndent(file, "", "  ")
+		if err != nil {
+			t.Errorf("faults.json: %v", err)
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(resultsPath), 0o755); err != nil {
+			t.Errorf("faults.json: %v", err)
+			return
+		}
+		if err := os.WriteFile(resultsPath, append(b, '\n'), 0o644); err != nil { //nolint:gosec // a committed result file
+			t.Errorf("faults.json: %v", err)
+		}
+		if one, err := json.Marshal(sc); err == nil {
+			t.Logf("%s: %s", name, one)
+		}
+	})
+}

@@ -1,0 +1,222 @@
+// Package faults runs the router in front of three simulated vLLM workers,
+// each in its own container on one Docker network, under a steady open-loop
+// load of streamed and non-streamed completions, and injects one fault per
+// test: a worker killed, a worker hung (paused), the router restarted. Each
+// test asserts what docs/router.md's failure model promises and records its
+// counts in bench/results/faults.json (docs/reliability.md).
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/warmpath/warmpath/tests/harness"
+)
+
+const (
+	routerPkg = "github.com/warmpath/warmpath/services/router/cmd/router"
+	simPkg    = "github.com/warmpath/warmpath/tools/cmd/vllm-sim"
+	model     = "meta-llama/Llama-3.1-8B-Instruct"
+	// idleTimeout is the router's --idle-timeout: a stream whose worker
+	// went silent ends within it.
+	idleTimeout = 5 * time.Second
+	// probeInterval is the router's --health-interval and --probe-timeout.
+	probeInterval = time.Second
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }
+
+// stack is a router and its workers on one network.
+type stack struct {
+	router *harness.Container
+	// base is the router's current base URL from the host; a restart may
+	// publish it on another port.
+	base atomic.Pointer[string]
+	// workers maps each worker's URL, as the router names it, to its
+	// container.
+	workers map[string]*harness.Container
+	urls    []string
+}
+
+// startStack starts three workers with KV events on and a kvaware router
+// subscribed to them, with short probes and stream idle timeout, plus
+// extra router flags; it returns once the router sees every worker healthy.
+func startStack(t *testing.T, extra ...string) *stack {
+	t.Helper()
+	nw := harness.NewNetwork(t)
+	s := &stack{workers: map[string]*harness.Container{}}
+	events := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:8001","replay_endpoint":"tcp://*:8002"}`
+	for _, alias := range []string{"sim-a", "sim-b", "sim-c"} {
+		u := "http://" + alias + ":8000"
+		s.urls = append(s.urls, u)
+		s.workers[u] = harness.Start(t, harness.Spec{
+			Package: simPkg, Network: nw, Aliases: []string{alias},
+			Args: []string{"--host", "0.0.0.0", "--port", "8000", "--model", model, "--time-scale", "2",
+				"--max-model-len", "4096", "--num-gpu-blocks-override", "1024",
+				"--kv-events-config", events, "--log-level", "warn", "--log-format", "text"},
+			Env:  map[string]string{"PYTHONHASHSEED": "0"},
+			Port: "8000", HealthPath: "/health",
+		})
+	}
+	args := []string{
+		"--listen", "0.0.0.0:8080",
+		"--workers", strings.Join(s.urls, ","),
+		"--strategy", "kvaware",
+		"--kv-events-endpoint", "tcp://{host}:{port+1}",
+		"--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
+		"--health-interval", probeInterval.String(), "--probe-timeout", probeInterval.String(),
+		"--idle-timeout", idleTimeout.String(),
+		"--log-format", "text", "--log-level", "warn",
+	}
+	s.router = harness.Start(t, harness.Spec{
+		Package: routerPkg, Network: nw, Aliases: []string{"router"},
+		Args: append(args, extra...),
+		Port: "8080", HealthPath: "/ready",
+	})
+	s.setBase(s.router.URL)
+	s.waitRotation(t, 30*time.Second, func(eps map[string]endpoint) error {
+		for _, u := range s.urls {
+			ep, ok := eps[u]
+			if !ok || !ep.inRotation() || !slices.Contains(ep.Models, model) {
+				return fmt.Errorf("worker %s: %+v", u, ep)
+			}
+		}
+		return nil
+	})
+	return s
+}
+
+func (s *stack) setBase(u string) { s.base.Store(&u) }
+func (s *stack) url() string      { return *s.base.Load() }
+
+// endpoint is one worker in the router's GET /debug/endpoints.
+type endpoint struct {
+	URL          string     `json:"url"`
+	Healthy      bool       `json:"healthy"`
+	EjectedUntil *time.Time `json:"ejectedUntil"`
+	InFlight     int        `json:"inFlight"`
+	Models       []string   `json:"models"`
+}
+
+// inRotation says the router would route to the worker: healthy and not
+// ejected.
+func (e endpoint) inRotation() bool {
+	return e.Healthy && (e.EjectedUntil == nil || !e.EjectedUntil.After(time.Now()))
+}
+
+// endpoints returns the router's workers by URL.
+func (s *stack) endpoints(ctx context.Context) (map[string]endpoint, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url()+"/debug/endpoints", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /debug/endpoints = %d %s", resp.StatusCode, b)
+	}
+	var v struct {
+		Endpoints []endpoint `json:"endpoints"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	m := make(map[string]endpoint, len(v.Endpoints))
+	for _, e := range v.Endpoints {
+		m[e.URL] = e
+	}
+	return m, nil
+}
+
+// waitRotation polls /debug/endpoints every 100ms until cond accepts it and
+// returns when that was; it fails the test after limit.
+func (s *stack) waitRotation(t *testing.T, limit time.Duration, cond func(map[string]endpoint) error) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		eps, err := s.endpoints(t.Context())
+		if err == nil {
+			if err = cond(eps); err == nil {
+				return time.Now()
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("router's workers after %v: %v", limit, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// outOfRotation accepts endpoints where worker is gone, unhealthy or ejected.
+func outOfRotation(worker string) func(map[string]endpoint) error {
+	return func(eps map[string]endpoint) error {
+		if ep, ok := eps[worker]; ok && ep.inRotation() {
+			return fmt.Errorf("worker %s still in rotation", worker)
+		}
+		return nil
+	}
+}
+
+// inRotation accepts endpoints where worker is healthy and not ejected.
+func inRotation(worker string) func(map[string]endpoint) error {
+	return func(eps map[string]endpoint) error {
+		if ep, ok := eps[worker]; !ok || !ep.inRotation() {
+			return fmt.Errorf("worker %s not in rotation: %+v", worker, ep)
+		}
+		return nil
+	}
+}
+
+// retries reads the router's warmpath_router_retries_total by reason.
+func (s *stack) retries(t *testing.T) map[string]float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url()+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, `warmpath_router_retries_total{`)
+		if !ok {
+			continue
+		}
+		_, rest, _ = strings.Cut(rest, `reason="`)
+		reason, rest, _ := strings.Cut(rest, `"`)
+		_, val, _ := strings.Cut(rest, "} ")
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			t.Fatalf("retries_total line %q: %v", line, err)
+		}
+		out[reason] += v
+	}
+	return out
+}
