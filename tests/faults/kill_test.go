@@ -67,7 +67,8 @@ func TestWorkerKilled(t *testing.T) {
 		rs = append(rs, <-long)
 	}
 	sc.RouterRetries = s.retries(t)
-	sc.counts = summarise(rs, killedAt)
+	c := summarise(rs, killedAt)
+	sc.counts = &c
 	logFailures(t, t0, rs)
 	t.Logf("killed %s at +%.1fs; out of rotation after %.2fs; in flight then: %v", victimURL, killedAt.Sub(t0).Seconds(), sc.Recovery["out_of_rotation"], sc.InFlightAtFault)
 
@@ -77,7 +78,7 @@ func TestWorkerKilled(t *testing.T) {
 	if sc.NonStreamedFailed != 0 {
 		t.Errorf("%d of %d non-streamed requests failed, want none: the router retries before the first byte", sc.NonStreamedFailed, sc.NonStreamed)
 	}
-	checkStreams(t, t0, rs, sc.counts)
+	checkStreams(t, t0, rs, *sc.counts)
 	if sc.Sent < int(rate*dur.Seconds())*3/4 {
 		t.Errorf("sent %d requests, want about %v", sc.Sent, rate*dur.Seconds())
 	}

@@ -73,7 +73,8 @@ func TestWorkerHung(t *testing.T) {
 
 	rs := <-results
 	sc.RouterRetries = s.retries(t)
-	sc.counts = summarise(rs, pausedAt)
+	c := summarise(rs, pausedAt)
+	sc.counts = &c
 	logFailures(t, t0, rs)
 	t.Logf("paused %s at +%.1fs for %v: out of rotation after %.2fs, back %.2fs after the thaw; in flight at the pause: %v",
 		victimURL, pausedAt.Sub(t0).Seconds(), pauseFor, sc.Recovery["out_of_rotation"], sc.Recovery["back_in_rotation"], sc.InFlightAtFault)
@@ -87,7 +88,7 @@ func TestWorkerHung(t *testing.T) {
 	if sc.NonStreamedFailed != 0 {
 		t.Errorf("%d of %d non-streamed requests failed, want none: requests to the hung worker are retried elsewhere", sc.NonStreamedFailed, sc.NonStreamed)
 	}
-	checkStreams(t, t0, rs, sc.counts)
+	checkStreams(t, t0, rs, *sc.counts)
 	if sc.Sent < int(rate*dur.Seconds())*3/4 {
 		t.Errorf("sent %d requests, want about %v", sc.Sent, rate*dur.Seconds())
 	}

@@ -43,7 +43,8 @@ func TestRouterRestarted(t *testing.T) {
 
 	rs := <-results
 	sc.RouterRetries = s.retries(t)
-	sc.counts = summarise(rs, restartAt)
+	c := summarise(rs, restartAt)
+	sc.counts = &c
 	logFailures(t, t0, rs)
 	var firstFail, lastFail time.Time
 	after := 0

@@ -19,7 +19,12 @@ type scenario struct {
 	Fault    string  `json:"fault"`
 	Rate     float64 `json:"rate_per_second"`
 	Duration float64 `json:"load_seconds"`
-	counts
+	// counts are the router scenarios' request counts; nil (left out) for
+	// the cache server's.
+	*counts
+	// Extra holds a scenario's own counts (the cache server's reads, bytes
+	// and connections).
+	Extra map[string]float64 `json:"counts,omitempty"`
 	// Recovery holds the scenario's recovery times, in seconds.
 	Recovery map[string]float64 `json:"recovery_seconds"`
 	// RouterRetries is the router's warmpath_router_retries_total by

@@ -2,13 +2,19 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	dockercontainer "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	dockernetwork "github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -37,6 +43,14 @@ type Spec struct {
 	// Aliases are the container's host names on Network, e.g. "sim-a";
 	// they need Network.
 	Aliases []string
+	// ExtraPorts are container ports published besides Port, e.g. "65432"
+	// for a protocol other than HTTP; Container.Endpoint finds them.
+	ExtraPorts []string
+	// Mounts bind host directories into the container: host path to
+	// container path. The images run as uid 65534, so a directory the
+	// binary writes must be writable by it (see WritableDir). The mounts
+	// outlive Kill and Restart: a restarted container sees what it wrote.
+	Mounts map[string]string
 }
 
 // Container is a started container. It is terminated when the test that
@@ -46,8 +60,10 @@ type Container struct {
 	// e.g. "http://localhost:32771", with no trailing slash.
 	URL string
 
-	ctr  *testcontainers.DockerContainer
-	port string // Spec.Port with its protocol, e.g. "8000/tcp"
+	ctr     *testcontainers.DockerContainer
+	port    string // Spec.Port with its protocol, e.g. "8000/tcp"
+	nw      *Network
+	aliases []string
 }
 
 // Start builds (or reuses) the image for s.Package, starts a container from
@@ -72,7 +88,7 @@ func Start(t testing.TB, s Spec) *Container {
 		// testcontainers' progress lines go to the test log, shown with -v
 		// or on failure.
 		testcontainers.WithLogger(tclog.TestLogger(t)),
-		testcontainers.WithExposedPorts(port),
+		testcontainers.WithExposedPorts(append([]string{port}, extraPorts(s.ExtraPorts)...)...),
 		testcontainers.WithCmd(s.Args...),
 		testcontainers.WithEnv(s.Env),
 		testcontainers.WithLabels(map[string]string{LabelTest: "true"}),
@@ -86,6 +102,13 @@ func Start(t testing.TB, s Spec) *Container {
 	}
 	if s.Network != nil {
 		opts = append(opts, network.WithNetwork(s.Aliases, s.Network.nw))
+	}
+	if len(s.Mounts) > 0 {
+		opts = append(opts, testcontainers.WithHostConfigModifier(func(hc *dockercontainer.HostConfig) {
+			for host, ctr := range s.Mounts {
+				hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: host, Target: ctr})
+			}
+		}))
 	}
 	ctr, err := testcontainers.Run(ctx, img, opts...)
 	// Register termination before checking err: a container that started
@@ -106,7 +129,42 @@ func Start(t testing.TB, s Spec) *Container {
 	if err != nil {
 		t.Fatalf("harness: endpoint of %s: %v", img, err)
 	}
-	return &Container{URL: url, ctr: ctr, port: port}
+	return &Container{URL: url, ctr: ctr, port: port, nw: s.Network, aliases: s.Aliases}
+}
+
+func extraPorts(ports []string) []string {
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = p + "/tcp"
+	}
+	return out
+}
+
+// WritableDir returns a new directory under t.TempDir that the images' user
+// (uid 65534) can write, for Spec.Mounts. The test process must be able to
+// remove what the container writes there, as root can.
+func WritableDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	// 0o777 rather than a chown: it works whoever runs the tests.
+	if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // a test's scratch directory, written by a container
+		t.Fatalf("harness: %v", err)
+	}
+	return dir
+}
+
+// Endpoint returns "host:port" where the container's port (one of Port or
+// ExtraPorts, e.g. "65432") is published. Docker may publish it elsewhere
+// after a Restart: call Endpoint again then.
+func (c *Container) Endpoint(ctx context.Context, port string) (string, error) {
+	ep, err := c.ctr.PortEndpoint(ctx, port+"/tcp", "")
+	if err != nil {
+		return "", fmt.Errorf("harness: endpoint of %s: %w", port, err)
+	}
+	return ep, nil
 }
 
 // Stop stops the container, as a crashed or drained worker would: it gets
@@ -210,4 +268,31 @@ func (c *Container) docker(ctx context.Context, what string, op func(*testcontai
 		return fmt.Errorf("harness: %s: %w", what, err)
 	}
 	return nil
+}
+
+// Disconnect takes the container off its Spec.Network, as `docker network
+// disconnect` does: its peers there can no longer reach it nor resolve its
+// aliases, and its connections to them stall; it keeps running and stays
+// reachable from the test through its published ports. Reconnect undoes it.
+func (c *Container) Disconnect(ctx context.Context) error {
+	if c.nw == nil {
+		return errors.New("harness: disconnect: the container has no Spec.Network")
+	}
+	return c.docker(ctx, "network disconnect", func(cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.NetworkDisconnect(ctx, c.nw.nw.ID, client.NetworkDisconnectOptions{Container: id, Force: true})
+		return err
+	})
+}
+
+// Reconnect puts a container Disconnect took off its network back on it,
+// under the same aliases (its address may change).
+func (c *Container) Reconnect(ctx context.Context) error {
+	if c.nw == nil {
+		return errors.New("harness: reconnect: the container has no Spec.Network")
+	}
+	return c.docker(ctx, "network connect", func(cli *testcontainers.DockerClient, id string) error {
+		_, err := cli.NetworkConnect(ctx, c.nw.nw.ID, client.NetworkConnectOptions{Container: id,
+			EndpointConfig: &dockernetwork.EndpointSettings{Aliases: c.aliases}})
+		return err
+	})
 }
