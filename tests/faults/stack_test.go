@@ -3,7 +3,10 @@
 // load of streamed and non-streamed completions, and injects one fault per
 // test: a worker killed, a worker hung (paused), the router restarted. Each
 // test asserts what docs/router.md's failure model promises and records its
-// counts in bench/results/faults.json (docs/reliability.md).
+// counts in bench/results/faults.json (docs/reliability.md). The cache
+// server's scenarios (cache*_test.go) run it alone or two in cluster mode,
+// with the test as the client: killed mid-writes, partitioned, hostile
+// clients.
 package faults
 
 import (
