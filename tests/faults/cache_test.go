@@ -37,7 +37,8 @@ func startCache(t *testing.T, s harness.Spec) *harness.Container {
 	return harness.Start(t, s)
 }
 
-// endpoint is c's published port, failing the test on error.
+// hostPort is where c's port is published, "host:port"; it fails the test
+// on error.
 func hostPort(t *testing.T, c *harness.Container, port string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -66,18 +66,21 @@ func TestCacheServerHostilePeers(t *testing.T) {
 	}
 	baseline := rss()
 
-	// The well-behaved clients, until stop.
-	stop := make(chan struct{})
+	// The well-behaved clients, until stop, which a failure midway runs
+	// too: nothing may log after the test ends.
+	stopCh := make(chan struct{})
+	var wg sync.WaitGroup
+	stop := sync.OnceFunc(func() { close(stopCh); wg.Wait() })
+	defer stop()
 	var goodOps, goodFail atomic.Int64
 	var slowest atomic.Int64
-	var wg sync.WaitGroup
 	good := func(name string, op func(ctx context.Context, i int) error) {
 		wg.Go(func() {
 			tick := time.NewTicker(time.Second / goodRate)
 			defer tick.Stop()
 			for i := 0; ; i++ {
 				select {
-				case <-stop:
+				case <-stopCh:
 					return
 				case <-tick.C:
 				}
@@ -223,8 +226,7 @@ func TestCacheServerHostilePeers(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		peak = max(peak, rss())
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	end := rss()
 	peak = max(peak, end)
 	protoErrs, _, _ := harnessSum(t, cache.URL, "warmpath_cache_protocol_errors_total")
