@@ -159,10 +159,12 @@ type Reader struct {
 	header  [RequestHeaderSize]byte
 }
 
-// SetReserve makes the reader call reserve with a PUT's length once it has
-// passed the maxValue check and before the value is read: a server counts
-// it against its memory (and may make the connection wait for room). A
-// reserve error ends Next with that error.
+// SetReserve makes the reader call reserve, for a PUT that passed the
+// maxValue check, with the bytes about to be read, 256 KiB at a time,
+// before reading them (the calls add up to the value's length): a server
+// counts them against its memory (and may make the connection wait for
+// room). What is reserved thus follows what a peer sends, not what its
+// header announces. A reserve error ends Next with that error.
 func (r *Reader) SetReserve(reserve func(n int) error) { r.reserve = reserve }
 
 // NewReader reads requests from r; PUT values over maxValue bytes (<= 0:
@@ -196,14 +198,21 @@ func (r *Reader) Next() (*Request, error) {
 		if h.Length < 0 || int(h.Length) > r.max {
 			return nil, fmt.Errorf("%w: PUT of %d bytes (limit %d)", ErrProtocol, h.Length, r.max)
 		}
-		if r.reserve != nil {
-			if err := r.reserve(int(h.Length)); err != nil {
-				return nil, fmt.Errorf("lmproto: PUT of %d bytes: %w", h.Length, err)
+		// Not make(h.Length): the buffer grows as the bytes arrive, so a
+		// header alone cannot make the server allocate (or reserve) the
+		// limit.
+		var reserveErr error
+		reserve := r.reserve
+		if reserve != nil {
+			reserve = func(n int) error {
+				reserveErr = r.reserve(n)
+				return reserveErr
 			}
 		}
-		// Not make(h.Length): the buffer grows as the bytes arrive, so a
-		// header alone cannot make the server allocate the limit.
-		v, err := ReadValue(r.r, int(h.Length))
+		v, err := readValue(r.r, int(h.Length), reserve)
+		if reserveErr != nil {
+			return nil, fmt.Errorf("lmproto: PUT of %d bytes: %w", h.Length, reserveErr)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: PUT value truncated after %d of %d bytes: %w", ErrProtocol, len(v), h.Length, err)
 		}

@@ -20,12 +20,24 @@ const readGrowth = 8
 // length up front: it starts at 4 MiB and grows eightfold, never past n,
 // only once the bytes already allocated have arrived. A peer that
 // announces a large value and sends little thus costs at most eight times
-// what it sent, plus 4 MiB, not what it announced (and a server that
-// reserves announced sizes against its capacity bounds the sum).
+// what it sent, plus 4 MiB, not what it announced.
 //
 // On a short read it returns the bytes that came and io.ErrUnexpectedEOF
 // (or r's error).
-func ReadValue(r io.Reader, n int) ([]byte, error) {
+func ReadValue(r io.Reader, n int) ([]byte, error) { return readValue(r, n, nil) }
+
+// reserveStep is how far ahead of the bytes that arrived readValue
+// reserves: a stalled peer holds at most this much reserved beyond what it
+// sent, while a value arriving at full speed costs one reservation per step.
+const reserveStep = 256 << 10
+
+// readValue is ReadValue that calls reserve, when set, for the bytes about
+// to be read, at most reserveStep at a time, before reading them: what a
+// server counts against its memory follows what arrives, not what a header
+// announced (the buffer's untouched capacity is address space, not
+// resident memory). The reservations add up to n once the value is whole.
+// A reserve error ends the read with it.
+func readValue(r io.Reader, n int, reserve func(int) error) ([]byte, error) {
 	buf := make([]byte, 0, min(n, readStep))
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
@@ -33,7 +45,14 @@ func ReadValue(r io.Reader, n int) ([]byte, error) {
 			copy(grown, buf)
 			buf = grown
 		}
-		m, err := io.ReadFull(r, buf[len(buf):cap(buf)])
+		end := cap(buf)
+		if reserve != nil {
+			end = min(end, len(buf)+reserveStep)
+			if err := reserve(end - len(buf)); err != nil {
+				return buf, err
+			}
+		}
+		m, err := io.ReadFull(r, buf[len(buf):end])
 		buf = buf[:len(buf)+m]
 		if err != nil {
 			if errors.Is(err, io.EOF) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,16 +25,13 @@ import (
 // RESP) store and read objects of known content: RESP commands announcing
 // 256 MiB before AUTH, wrong passwords, values announcing 256 MiB after AUTH
 // and 1 GiB (over --max-value-bytes), lm:// garbage and a PUT announcing
-// 2 GiB, the RESP ones after AUTH held open with 64 KiB sent. The
-// well-behaved clients never fail and every read is exact; the process's
-// resident memory (process_resident_memory_bytes) stays bounded.
-// holdLMPut adds, to each round, lm:// PUTs announcing 256 MiB held open
-// with 64 KiB sent. Off by default: they expose a known defect (see
-// docs/reliability.md, "Known defects"): such a PUT holds its whole
-// announced size of the memory tier's --incoming-bytes budget while it
-// trickles, so every other lm:// PUT waits, 30 s at most, then its
-// connection is closed. WARMPATH_FAULTS_LM_STALL=1 turns them on.
-var holdLMPut = os.Getenv("WARMPATH_FAULTS_LM_STALL") == "1"
+// 2 GiB, the RESP ones after AUTH held open with 64 KiB sent, and lm://
+// PUTs announcing 256 MiB held open with 64 KiB sent. The well-behaved
+// clients never fail and every read is exact; the process's resident
+// memory (process_resident_memory_bytes) stays bounded. (The held lm://
+// PUTs used to reserve their whole announced size of the memory tier, which
+// emptied it and stalled every other writer; reservations now follow the
+// bytes that arrive: lmproto's TestReserveFollowsArrivingBytes.)
 
 func TestCacheServerHostilePeers(t *testing.T) {
 	const (
@@ -202,12 +198,10 @@ func TestCacheServerHostilePeers(t *testing.T) {
 			// lm://: a PUT announcing 256 MiB, 64 KiB sent, held open; one
 			// announcing 2 GiB - 1 (over the limit) and random garbage,
 			// both closed without a reply.
-			if holdLMPut {
-				c = dial(lmAddr)
-				send(c, lmHeader(lmproto.CmdPut, 256<<20))
-				send(c, partial)
-				held++
-			}
+			c = dial(lmAddr)
+			send(c, lmHeader(lmproto.CmdPut, 256<<20))
+			send(c, partial)
+			held++
 			c = dial(lmAddr)
 			send(c, append(lmHeader(lmproto.CmdPut, 1<<31-1), partial[:4096]...))
 			if err := expectClose(c, ""); err != nil {

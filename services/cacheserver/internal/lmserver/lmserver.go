@@ -77,16 +77,26 @@ func (s *Server) serveConn(conn net.Conn) {
 	// a forward to a peer derives its deadline from it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	dr := &connserve.DeadlineReader{Conn: conn, Idle: s.cfg.IdleTimeout, IO: s.cfg.IOTimeout, AtBoundary: true}
+	dr := &connserve.DeadlineReader{Conn: conn, Idle: s.cfg.IdleTimeout, IO: s.cfg.IOTimeout}
 	br := bufio.NewReaderSize(dr, 64<<10)
 	rd := lmproto.NewReader(br, s.cfg.MaxValueBytes)
-	release := func() {}
-	defer func() { release() }()
+	// A PUT's value is reserved step by step as its buffer grows with the
+	// bytes that arrive; every step is given back once it is stored or
+	// dropped.
+	var releases []func()
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+		releases = releases[:0]
+	}
+	defer release()
 	if s.cfg.Reserve != nil {
 		rd.SetReserve(func(n int) error {
-			// Room is waited for no longer than a read may stall: a client
-			// that holds its reservation by sending slowly delays other
-			// PUTs by at most that, then they fail (and close) rather than
+			// Room is waited for no longer than a request may take: a
+			// client that holds its reservation by sending slowly delays
+			// other PUTs by at most that (its whole request is bounded by
+			// the I/O timeout), then they fail (and close) rather than
 			// queue forever.
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.IOTimeout)
 			defer cancel()
@@ -94,13 +104,13 @@ func (s *Server) serveConn(conn net.Conn) {
 			if err != nil {
 				return err
 			}
-			release = r
+			releases = append(releases, r)
 			return nil
 		})
 	}
 	var reply []byte
 	for {
-		dr.AtBoundary = br.Buffered() == 0
+		dr.Begin(br.Buffered() == 0)
 		req, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, lmproto.ErrProtocol) {
@@ -120,7 +130,6 @@ func (s *Server) serveConn(conn net.Conn) {
 			op = "put"
 			s.mem.Put(ctx, req.Key, &store.Object{Value: req.Value, Meta: req.Meta})
 			release() // stored (and counted as such) or dropped
-			release = func() {}
 			s.metrics.BytesIn.WithLabelValues("lm").Add(float64(len(req.Value)))
 		case lmproto.CmdGet:
 			op = "get"

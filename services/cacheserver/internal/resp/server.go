@@ -104,7 +104,7 @@ func (s *Server) serveConn(ctx context.Context, conn net.Conn) {
 			rd.SetLimits(s.cfg.Limits)
 			limited = false
 		}
-		dr.AtBoundary = br.Buffered() == 0
+		dr.Begin(br.Buffered() == 0)
 		args, err := rd.Next()
 		if err != nil {
 			if errors.Is(err, ErrProtocol) {
