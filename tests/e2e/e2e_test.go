@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/warmpath/warmpath/tests/harness"
 )
 
 const (
@@ -154,7 +156,7 @@ type routerView struct {
 
 func routerState(ctx context.Context, base string) (routerView, error) {
 	var v routerView
-	b, err := getBody(ctx, base+"/debug/config")
+	b, err := harness.GetBody(ctx, base+"/debug/config")
 	if err != nil {
 		return v, err
 	}
@@ -165,7 +167,7 @@ func routerState(ctx context.Context, base string) (routerView, error) {
 		return v, fmt.Errorf("/debug/config: %w", err)
 	}
 	v.strategy = cfg.Strategy
-	if b, err = getBody(ctx, base+"/debug/endpoints"); err != nil {
+	if b, err = harness.GetBody(ctx, base+"/debug/endpoints"); err != nil {
 		return v, err
 	}
 	var eps struct {

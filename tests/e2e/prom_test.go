@@ -55,7 +55,7 @@ scrape_configs:
 		"--web.listen-address="+addr, "--log.level=warn")
 	prom := "http://" + addr
 	eventually(ctx, t, time.Minute, "prometheus ready", func() error {
-		_, err := getBody(ctx, prom+"/-/ready")
+		_, err := harness.GetBody(ctx, prom+"/-/ready")
 		return err
 	})
 	return prom

@@ -198,20 +198,3 @@ func scrape(ctx context.Context, url, name string, matchers ...string) (float64,
 	sum, _, err := harness.SumSamples([]byte(strings.Join(kept, "\n")+"\n"), name)
 	return sum, err
 }
-
-func getBody(ctx context.Context, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
-	}
-	return b, err
-}

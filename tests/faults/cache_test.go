@@ -102,21 +102,3 @@ func metric(ctx context.Context, base, name, labels string) (float64, bool, erro
 	return 0, false, nil
 }
 func itoa(n int) string { return strconv.Itoa(n) }
-
-// getBody GETs u and returns its body, failing on a status other than 200.
-func getBody(ctx context.Context, u string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, b)
-	}
-	return b, err
-}

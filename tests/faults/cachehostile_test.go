@@ -249,7 +249,7 @@ func TestCacheServerHostilePeers(t *testing.T) {
 func harnessSum(t *testing.T, base, name string) (float64, bool, error) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b, err := getBody(ctx, base+"/metrics")
+	b, err := harness.GetBody(ctx, base+"/metrics")
 	if err != nil {
 		return 0, false, err
 	}

@@ -120,21 +120,9 @@ func (e endpoint) inRotation() bool {
 func (s *stack) endpoints(ctx context.Context) (map[string]endpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url()+"/debug/endpoints", nil)
+	b, err := harness.GetBody(ctx, s.url()+"/debug/endpoints")
 	if err != nil {
 		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /debug/endpoints = %d %s", resp.StatusCode, b)
 	}
 	var v struct {
 		Endpoints []endpoint `json:"endpoints"`
