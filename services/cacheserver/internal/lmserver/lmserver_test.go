@@ -223,8 +223,9 @@ func TestDefaultTTL(t *testing.T) {
 	}
 }
 
-// TestPutValueIsReserved: a PUT's buffer is asked of Config.Reserve, with
-// the announced size, before it is allocated, and given back once stored.
+// TestPutValueIsReserved: a PUT's value is asked of Config.Reserve as its
+// bytes arrive, in steps that add up to its size, and given back once
+// stored.
 func TestPutValueIsReserved(t *testing.T) {
 	mem := store.NewMemory(256<<20, store.Options{})
 	m := metrics.New(prometheus.NewRegistry(), mem)
@@ -233,12 +234,11 @@ func TestPutValueIsReserved(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var asked []int64
-	held := int64(0)
+	var asked, held int64
 	reserve := func(_ context.Context, n int64) (func(), error) {
 		mu.Lock()
 		defer mu.Unlock()
-		asked = append(asked, n)
+		asked += n
 		held += n
 		return func() { mu.Lock(); held -= n; mu.Unlock() }, nil
 	}
@@ -254,6 +254,9 @@ func TestPutValueIsReserved(t *testing.T) {
 		size int
 	}{{"small", 10}, {"large", 3 << 20}}
 	for _, tt := range tests {
+		mu.Lock()
+		asked = 0
+		mu.Unlock()
 		if err := c.Put(ctx, tt.key, lmproto.Meta{}, make([]byte, tt.size)); err != nil {
 			t.Fatal(err)
 		}
@@ -261,10 +264,10 @@ func TestPutValueIsReserved(t *testing.T) {
 			t.Fatalf("%s: %v", tt.key, err)
 		}
 		mu.Lock()
-		last, h := asked[len(asked)-1], held
+		total, h := asked, held
 		mu.Unlock()
-		if last != int64(tt.size) || h != 0 {
-			t.Fatalf("%s: reserved %d (want %d), %d still held after the store", tt.key, last, tt.size, h)
+		if total != int64(tt.size) || h != 0 {
+			t.Fatalf("%s: reserved %d in all (want %d), %d still held after the store", tt.key, total, tt.size, h)
 		}
 	}
 }
