@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -165,16 +163,7 @@ func (l *load) finish(t *testing.T, what string) {
 // scrape returns the sum of a metric's samples at url (a /metrics page)
 // whose labels contain every matcher (name="value" pairs).
 func scrape(ctx context.Context, url, name string, matchers ...string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := harness.GetBody(ctx, url)
 	if err != nil {
 		return 0, err
 	}

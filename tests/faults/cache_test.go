@@ -3,9 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,16 +74,7 @@ func objMeta(i int) lmproto.Meta {
 func metric(ctx context.Context, base, name, labels string) (float64, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
-	if err != nil {
-		return 0, false, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, false, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := harness.GetBody(ctx, base+"/metrics")
 	if err != nil {
 		return 0, false, err
 	}
