@@ -261,6 +261,11 @@ func urlWithPassword(url string) string {
 	return scheme + "://" + user + ":$(" + l2PasswordEnv + ")@" + rest
 }
 
+// workerDrainSeconds is how long a removed worker keeps serving before
+// SIGTERM, for the routers to drop it (they follow EndpointSlices within
+// well under a second on a healthy cluster).
+const workerDrainSeconds = 5
+
 func workerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-worker" }
 
 // WorkerServiceName is the headless Service the router discovers workers by.
@@ -348,6 +353,11 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		LivenessProbe:   probe(w.Probes.Liveness, 10, 3),
 		// Loading weights takes minutes: up to 20 before liveness applies.
 		StartupProbe: probe(w.Probes.Startup, 10, 120),
+		// A removed pod is marked terminating in its EndpointSlice and sent
+		// SIGTERM at the same moment; the routers need a moment to see the
+		// former. Serving on meanwhile keeps the requests they send it from
+		// meeting a closed socket (a kubelet sleep: no shell in the image).
+		Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: workerDrainSeconds}}},
 	}
 	if !simulated(iec) {
 		c.Command = slices.Clone(w.Command)
