@@ -199,10 +199,18 @@ func (p *Publisher) keepConnected(endpoint string) {
 }
 
 // Publish assigns b the next sequence number, encodes it, keeps it for
-// replay and queues it for sending. A nil b.DataParallelRank is sent as 0, as
-// vLLM's publisher fills in its own rank. It returns an encoding error, or
-// ErrClosed after Close; a full queue is not an error (see Stats).
-func (p *Publisher) Publish(b Batch) error {
+// replay and queues it for sending under the configured topic. A nil
+// b.DataParallelRank is sent as 0, as vLLM's publisher fills in its own rank.
+// It returns an encoding error, or ErrClosed after Close; a full queue is not
+// an error (see Stats).
+func (p *Publisher) Publish(b Batch) error { return p.PublishTopic(p.topic, b) }
+
+// PublishTopic is Publish under topic instead of the configured one, for a
+// publisher whose messages concern several subjects (the cache server names
+// the model in each). Sequence numbers stay one counter for the whole
+// publisher, so a subscriber to every topic still sees no gaps; a replay
+// returns each batch under the topic it was published with.
+func (p *Publisher) PublishTopic(topic string, b Batch) error {
 	if b.DataParallelRank == nil {
 		var rank int64
 		b.DataParallelRank = &rank
@@ -216,7 +224,7 @@ func (p *Publisher) Publish(b Batch) error {
 	if p.closed {
 		return ErrClosed
 	}
-	m := Message{Topic: p.topic, Seq: p.seq, Payload: payload}
+	m := Message{Topic: topic, Seq: p.seq, Payload: payload}
 	p.seq++
 	p.buf.push(m)
 	select {

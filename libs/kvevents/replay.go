@@ -53,17 +53,17 @@ func (p *Publisher) serveReplay(frames [][]byte) {
 	p.mu.Lock()
 	msgs := p.buf.since(start)
 	p.mu.Unlock()
-	topic := []byte(p.topic)
 	for _, m := range msgs {
 		seq := binary.BigEndian.AppendUint64(nil, m.Seq)
-		if err := p.router.SendMulti(zmq4.NewMsgFrom(id, []byte{}, topic, seq, m.Payload)); err != nil {
+		if err := p.router.SendMulti(zmq4.NewMsgFrom(id, []byte{}, []byte(m.Topic), seq, m.Payload)); err != nil {
 			// The client went away; nothing to repair.
 			p.log.Debug("kvevents: replay send", "err", err)
 			return
 		}
 	}
+	// The end marker carries the configured topic, as it always has.
 	end := binary.BigEndian.AppendUint64(nil, EndSeq)
-	if err := p.router.SendMulti(zmq4.NewMsgFrom(id, []byte{}, topic, end, []byte{})); err != nil {
+	if err := p.router.SendMulti(zmq4.NewMsgFrom(id, []byte{}, []byte(p.topic), end, []byte{})); err != nil {
 		// zmq4 writes an empty frame's body separately; a client that
 		// already has the header may have hung up.
 		p.log.Debug("kvevents: replay send end marker", "err", err)
