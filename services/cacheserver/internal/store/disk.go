@@ -51,6 +51,9 @@ type Disk struct {
 
 	hits, misses, evictions, corrupt, writeErrors, expired atomic.Uint64
 
+	// observe is Observe's hook, called with mu held.
+	observe Observer
+
 	// Test hooks: countRead sees the bytes Load reads; beforeRename runs
 	// once a temporary file is written.
 	countRead    func(int)
@@ -157,6 +160,7 @@ func (d *Disk) Load() error {
 		}
 		d.items[o.key] = d.lru.PushBack(&diskEntry{key: o.key, size: blocks(o.size), expires: o.expires})
 		d.bytes += blocks(o.size)
+		d.notifyLocked(o.key)
 	}
 	d.touched = nil
 	d.evictLocked(0)
@@ -356,6 +360,7 @@ func (d *Disk) Put(key string, obj *Object) error {
 	}
 	d.items[key] = d.lru.PushFront(&diskEntry{key: key, size: size, expires: obj.Expires})
 	d.bytes += size
+	d.notifyLocked(key)
 	d.evictLocked(0)
 	return nil
 }
@@ -413,6 +418,7 @@ func (d *Disk) evictLocked(room int64) {
 		delete(d.items, e.key)
 		d.bytes -= e.size
 		d.evictions.Add(1)
+		d.notifyLocked(e.key)
 		_ = os.Remove(filepath.Join(d.dir, objectName(e.key)))
 	}
 }
@@ -444,6 +450,47 @@ func (d *Disk) removeLocked(el *list.Element) {
 	d.bytes -= e.size
 	d.lru.Remove(el)
 	delete(d.items, e.key)
+	d.notifyLocked(e.key)
+}
+
+func (d *Disk) notifyLocked(key string) {
+	if d.observe != nil {
+		d.observe(key)
+	}
+}
+
+// Observe installs fn (see Observer), replacing any earlier one; nil
+// removes it. Install it before Load and before the tier is used.
+func (d *Disk) Observe(fn Observer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.observe = fn
+}
+
+// Present reports whether key is indexed and unexpired, without touching
+// its recency or reclaiming anything.
+func (d *Disk) Present(key string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	el, ok := d.items[key]
+	if !ok {
+		return false
+	}
+	e := el.Value.(*diskEntry)
+	return e.expires == 0 || d.now() < e.expires
+}
+
+// Range calls fn for every indexed unexpired key with the index locked: fn
+// must not call into the tier.
+func (d *Disk) Range(fn func(key string)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	for k, el := range d.items {
+		if e := el.Value.(*diskEntry); e.expires == 0 || now < e.expires {
+			fn(k)
+		}
+	}
 }
 
 // Get reads key's object; a missing, expired or corrupt file is a miss.

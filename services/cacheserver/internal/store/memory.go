@@ -316,6 +316,53 @@ func (m *Memory) SetExpires(key string, at int64) bool {
 	return true
 }
 
+// Observe installs fn (see Observer), replacing any earlier one; nil
+// removes it. Install it before the tier is used, or changes before it go
+// unseen.
+func (m *Memory) Observe(fn Observer) {
+	for _, s := range m.shards {
+		s.mu.Lock()
+		s.observe = fn
+		s.mu.Unlock()
+	}
+}
+
+// setDemote installs the Tiered's hook for objects leaving for the
+// write-behind queue.
+func (m *Memory) setDemote(fn Observer) {
+	for _, s := range m.shards {
+		s.mu.Lock()
+		s.demote = fn
+		s.mu.Unlock()
+	}
+}
+
+// Present reports whether key is stored and unexpired. Unlike Contains it
+// never reclaims anything, so an Observer's reader may call it freely.
+func (m *Memory) Present(key string) bool {
+	s := m.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.items[key]
+	return ok && !e.obj.expired(m.now())
+}
+
+// Range calls fn for every stored unexpired key, one shard locked at a
+// time: fn must not call into the tier. Keys changed while it runs may or
+// may not be seen.
+func (m *Memory) Range(fn func(key string)) {
+	now := m.now()
+	for _, s := range m.shards {
+		s.mu.Lock()
+		for k, e := range s.items {
+			if !e.obj.expired(now) {
+				fn(k)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
 // Stats returns the current counters.
 func (m *Memory) Stats() Stats {
 	st := Stats{Hits: m.hits.Load(), Misses: m.misses.Load(), Evictions: m.evictions.Load(), Rejected: m.rejected.Load(), Expired: m.expired.Load()}
@@ -352,6 +399,9 @@ type shard struct {
 	small, main *list.List
 	ghost       map[string]*list.Element
 	ghostList   *list.List
+	// observe and demote are Memory.Observe's and the Tiered's hooks,
+	// called with mu held (see Observer).
+	observe, demote Observer
 }
 
 func newShard(capacity int64) *shard {
@@ -378,6 +428,7 @@ func (s *shard) put(key string, obj *Object, size, now, room int64) ([]*entry, i
 	}
 	s.items[key] = e
 	s.bytes += size
+	s.notify(key)
 	return s.fit(room, now)
 }
 
@@ -393,6 +444,12 @@ func (s *shard) fit(room, now int64) ([]*entry, int) {
 		case v.obj.expired(now):
 			expired++ // dead: not worth writing behind
 		default:
+			if s.demote != nil {
+				// Marked before the lock is let go: an observer never
+				// sees the key in neither memory nor the write-behind
+				// queue while it moves from one to the other.
+				s.demote(v.key)
+			}
 			evicted = append(evicted, v)
 		}
 	}
@@ -450,6 +507,13 @@ func (s *shard) evictMain(now int64) *entry {
 func (s *shard) drop(e *entry) {
 	delete(s.items, e.key)
 	s.bytes -= e.size
+	s.notify(e.key)
+}
+
+func (s *shard) notify(key string) {
+	if s.observe != nil {
+		s.observe(key)
+	}
 }
 
 // remove takes e out (a delete or a replacement).

@@ -55,6 +55,12 @@ type Tiered struct {
 	enqueued, written atomic.Uint64
 
 	beforeWrite func() // test hook: stalls the writer
+
+	// pending counts each key's objects between memory and disk (evicted,
+	// queued or being written), so Present holds through a demotion.
+	pmu     sync.Mutex
+	pending map[string]int
+	observe atomic.Pointer[Observer]
 }
 
 type pending struct {
@@ -84,12 +90,15 @@ func newTiered(ctx context.Context, mem *Memory, disk *Disk, queueBytes int64, l
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Tiered{mem: mem, disk: disk, log: log, queue: make(chan pending, queueSlots), maxBytes: queueBytes, beforeWrite: beforeWrite}
+	t := &Tiered{mem: mem, disk: disk, log: log, queue: make(chan pending, queueSlots), maxBytes: queueBytes, beforeWrite: beforeWrite,
+		pending: map[string]int{}}
+	mem.setDemote(t.markPending)
 	mem.Evicted = func(key string, obj *Object) {
 		size := obj.size(key)
 		if t.queued.Add(size) > t.maxBytes {
 			t.queued.Add(-size)
 			t.dropped.Add(1)
+			t.unmarkPending(key)
 			return
 		}
 		select {
@@ -99,6 +108,7 @@ func newTiered(ctx context.Context, mem *Memory, disk *Disk, queueBytes int64, l
 		default:
 			t.queued.Add(-size)
 			t.dropped.Add(1)
+			t.unmarkPending(key)
 		}
 	}
 	t.wg.Add(1)
@@ -128,6 +138,7 @@ func (t *Tiered) write(p pending) {
 		t.queued.Add(-p.size)
 		t.mem.hold(-p.size)
 		t.written.Add(1)
+		t.unmarkPending(p.key) // after the disk has it (or has failed to)
 	}()
 	if t.beforeWrite != nil {
 		t.beforeWrite()
@@ -138,6 +149,64 @@ func (t *Tiered) write(p pending) {
 	if err := t.disk.Put(p.key, p.obj); err != nil {
 		t.log.Warn("disk tier: write-behind failed", "err", err)
 	}
+}
+
+// markPending is the memory tier's demote hook: key's object is on its way
+// to the write-behind queue.
+func (t *Tiered) markPending(key string) {
+	t.pmu.Lock()
+	t.pending[key]++
+	t.pmu.Unlock()
+}
+
+// unmarkPending ends one object's passage from memory to disk (written,
+// dropped or expired) and tells the observer, which may find the key gone.
+func (t *Tiered) unmarkPending(key string) {
+	t.pmu.Lock()
+	if t.pending[key] <= 1 {
+		delete(t.pending, key)
+	} else {
+		t.pending[key]--
+	}
+	t.pmu.Unlock()
+	if fn := t.observe.Load(); fn != nil {
+		(*fn)(key)
+	}
+}
+
+// Observe installs fn on both tiers and the write-behind queue (see
+// Observer). Install it before the store is used and before the disk tier
+// loads.
+func (t *Tiered) Observe(fn Observer) {
+	t.observe.Store(&fn)
+	t.mem.Observe(fn)
+	t.disk.Observe(fn)
+}
+
+// Present reports whether key is anywhere in the store: in memory, on its
+// way to disk, or on disk. A demotion never makes it false: the queue's
+// mark is taken under the memory tier's lock before the object leaves it,
+// and dropped only after the disk has indexed it.
+func (t *Tiered) Present(key string) bool {
+	if t.mem.Present(key) {
+		return true
+	}
+	t.pmu.Lock()
+	_, ok := t.pending[key]
+	t.pmu.Unlock()
+	return ok || t.disk.Present(key)
+}
+
+// Range calls fn for every key Present reports, possibly more than once,
+// with one lock held at a time: fn must not call into the store.
+func (t *Tiered) Range(fn func(key string)) {
+	t.mem.Range(fn)
+	t.pmu.Lock()
+	for k := range t.pending {
+		fn(k)
+	}
+	t.pmu.Unlock()
+	t.disk.Range(fn)
 }
 
 // Wait waits for the write-behind goroutine to finish (after its context
