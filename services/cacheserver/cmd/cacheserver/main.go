@@ -28,6 +28,7 @@ import (
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/l2events"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/memlimit"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
@@ -77,6 +78,8 @@ func run(ctx context.Context, args []string) error {
 	diskCap := fs.Int64("disk-capacity-bytes", 100<<30, "bytes the disk tier holds, counted in 4 KiB blocks with the file being written included (give its volume a few MiB more)")
 	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
+	kvEndpoint := fs.String("kv-events-endpoint", "", "ZMQ PUB address the store's KV events (BlockStored/BlockRemoved per LMCache chunk, topic l2@<model>) are published on, e.g. tcp://*:5557 (binds when it holds * or ::, else connects); empty: no events")
+	kvReplay := fs.String("kv-events-replay-endpoint", "", "ZMQ ROUTER address (bound) replaying the last 10000 KV event batches on request, e.g. tcp://*:5558; empty: no replay")
 	pprofAddr := fs.String("pprof-listen", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time in-flight HTTP requests get on SIGTERM")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -130,6 +133,16 @@ func run(ctx context.Context, args []string) error {
 		mem = tiered
 	}
 	m := metrics.New(reg, mem)
+	var src l2events.Source = memory
+	if t, ok := mem.(*store.Tiered); ok {
+		src = t
+	}
+	// Before the listeners and the disk tier's load: every object is seen.
+	snapshot, stopEvents, err := startKVEvents(ctx, *kvEndpoint, *kvReplay, src, m, log)
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
 
 	var lc net.ListenConfig
 	lmLn, err := lc.Listen(ctx, "tcp", *lmListen)
@@ -175,7 +188,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		log.Info("tls on resp and http", "cert", *tlsCert, "client_ca", *tlsClientCA)
 	}
-	api := httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load}, mem, m, reg)
+	api := httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load, KVEventsSnapshot: snapshot}, mem, m, reg)
 	var objectsSrv *http.Server
 	if objectsLn != nil {
 		var data http.Handler
@@ -233,7 +246,7 @@ func run(ctx context.Context, args []string) error {
 		go func() { errc <- objectsSrv.Serve(objectsLn) }()
 		log.Info("objects api", "listen", objectsLn.Addr().String())
 	}
-	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String())
+	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String(), "kv_events", kvEventsAddr(snapshot))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

@@ -59,6 +59,7 @@ func serverBinary(t *testing.T) string {
 type proc struct {
 	cmd             *exec.Cmd
 	lm, resp, httpA string
+	kvEvents        string // the KV event publisher's address; "" when off
 }
 
 // startServer runs the binary with args (listeners on 127.0.0.1:0 unless
@@ -92,9 +93,12 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var rec struct{ Msg, Lm, Resp, HTTP string }
+			var rec struct {
+				Msg, Lm, Resp, HTTP string
+				KVEvents            string `json:"kv_events"`
+			}
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "serving" {
-				ready <- &proc{cmd: cmd, lm: rec.Lm, resp: rec.Resp, httpA: rec.HTTP}
+				ready <- &proc{cmd: cmd, lm: rec.Lm, resp: rec.Resp, httpA: rec.HTTP, kvEvents: rec.KVEvents}
 			}
 			if testing.Verbose() {
 				t.Logf("server: %s", sc.Text())

@@ -36,6 +36,9 @@ type Config struct {
 	// answers 503 until it is (the disk tier's index is loading). Nil:
 	// always ready.
 	Ready func() bool
+	// KVEventsSnapshot, when set, serves GET /v1/kv-events/snapshot on the
+	// data API, behind Token (--kv-events-endpoint).
+	KVEventsSnapshot http.Handler
 }
 
 // Handler returns the HTTP API over mem.
@@ -61,6 +64,9 @@ func Handler(cfg Config, mem store.Store, m *metrics.Metrics, reg *prometheus.Re
 	mux.Handle("HEAD /v1/objects/{key}", guard(h.get))
 	mux.Handle("PUT /v1/objects/{key}", guard(h.put))
 	mux.Handle("DELETE /v1/objects/{key}", guard(h.del))
+	if cfg.KVEventsSnapshot != nil {
+		mux.Handle("GET /v1/kv-events/snapshot", bearer(cfg.Token, m, cfg.KVEventsSnapshot))
+	}
 	return mux
 }
 

@@ -24,6 +24,19 @@ type Metrics struct {
 	// AuthFailures counts requests refused for a missing or wrong
 	// credential (RESP password, HTTP bearer token).
 	AuthFailures *prometheus.CounterVec // protocol
+	// KV events (--kv-events-endpoint); they stay at zero when it is off.
+	KVEvents KVEvents
+}
+
+// KVEvents count the store's KV events (see package l2events).
+type KVEvents struct {
+	// Published counts events handed to the publisher.
+	Published prometheus.Counter
+	// Dropped counts key changes not published one by one because the
+	// event queue was full; an AllBlocksCleared follows them.
+	Dropped prometheus.Counter
+	// Unparsed counts changes of keys that are not LMCache chunk keys.
+	Unparsed prometheus.Counter
 }
 
 // New registers the metrics on reg, reading tier state from mem.
@@ -60,6 +73,20 @@ func New(reg prometheus.Registerer, mem store.Store) *Metrics {
 		Name: "warmpath_cache_auth_failures_total",
 		Help: "Requests refused for a missing or wrong credential, by protocol (resp: NOAUTH or WRONGPASS; http: 401).",
 	}, []string{"protocol"})
+	m.KVEvents = KVEvents{
+		Published: f.NewCounter(prometheus.CounterOpts{
+			Name: "warmpath_cache_kv_events_published_total",
+			Help: "KV events (BlockStored, BlockRemoved, AllBlocksCleared) handed to the ZMQ publisher of --kv-events-endpoint.",
+		}),
+		Dropped: f.NewCounter(prometheus.CounterOpts{
+			Name: "warmpath_cache_kv_events_dropped_total",
+			Help: "Key changes not published one by one because the KV event queue was full; an AllBlocksCleared followed, and subscribers resync from the snapshot.",
+		}),
+		Unparsed: f.NewCounter(prometheus.CounterOpts{
+			Name: "warmpath_cache_kv_events_unparsed_keys_total",
+			Help: "Changes (store, removal) of keys that are not LMCache chunk keys, which make no KV event.",
+		}),
+	}
 	// Exported at zero from the start, so dashboards show 0, not "no data".
 	for _, op := range []string{"get", "put", "exist"} {
 		m.Forwarded.WithLabelValues(op, "error")
