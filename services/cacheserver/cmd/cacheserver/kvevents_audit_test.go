@@ -34,7 +34,7 @@ type hashSet map[string]bool
 // chunk hash as 64 hex digits.
 type chunk struct {
 	model, dataKey, metaKey, hash string
-	proto                           string // lm, redis, valkey
+	proto                         string // lm, redis, valkey
 }
 
 // TestKVEventsAudit runs the real server with KV events on and checks that
