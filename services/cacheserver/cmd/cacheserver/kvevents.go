@@ -11,29 +11,29 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 )
 
-// snapshotHandler is the snapshot endpoint of a running tracker, with the
-// publisher's address for the "serving" log line.
-type snapshotHandler struct {
-	http.HandlerFunc
-	addr string
+// kvEvents is the running KV event publisher of --kv-events-endpoint; its
+// zero value is "off".
+type kvEvents struct {
+	snapshot http.Handler // nil when off
+	addr     string       // the PUB socket's address, for the log; "" when off
+	stop     func()       // stops the tracker, then closes the publisher
 }
 
-// startKVEvents publishes src's changes on endpoint when it is set. It
-// returns the snapshot handler (nil when off) and the function that stops
-// the tracker, then closes the publisher.
-func startKVEvents(ctx context.Context, endpoint, replay string, src l2events.Source, m *metrics.Metrics, log *slog.Logger) (http.Handler, func(), error) {
+// startKVEvents publishes src's changes on endpoint when it is set.
+func startKVEvents(ctx context.Context, endpoint, replay string, src l2events.Source, m *metrics.Metrics, log *slog.Logger) (kvEvents, error) {
+	off := kvEvents{stop: func() {}}
 	if endpoint == "" {
 		if replay != "" {
-			return nil, nil, fmt.Errorf("--kv-events-replay-endpoint %q needs --kv-events-endpoint", replay)
+			return off, fmt.Errorf("--kv-events-replay-endpoint %q needs --kv-events-endpoint", replay)
 		}
-		return nil, func() {}, nil
+		return off, nil
 	}
 	cfg := kvevents.DefaultConfig()
 	cfg.Endpoint, cfg.ReplayEndpoint = endpoint, replay
 	// vLLM's current encoding (≥ 0.26); the router decodes both.
 	pub, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--kv-events-endpoint: %w", err)
+		return off, fmt.Errorf("--kv-events-endpoint: %w", err)
 	}
 	tr := l2events.New(l2events.Config{}, src, pub, l2events.Counters{
 		Published: m.KVEvents.Published, Dropped: m.KVEvents.Dropped, Unparsed: m.KVEvents.Unparsed,
@@ -55,13 +55,5 @@ func startKVEvents(ctx context.Context, endpoint, replay string, src l2events.So
 			log.Warn("kv events: close", "err", err)
 		}
 	}
-	return snapshotHandler{tr.ServeSnapshot, addr}, stop, nil
-}
-
-// kvEventsAddr is the publisher's address for the log, "" when off.
-func kvEventsAddr(h http.Handler) string {
-	if s, ok := h.(snapshotHandler); ok {
-		return s.addr
-	}
-	return ""
+	return kvEvents{snapshot: http.HandlerFunc(tr.ServeSnapshot), addr: addr, stop: stop}, nil
 }

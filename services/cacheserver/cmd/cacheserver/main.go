@@ -138,11 +138,11 @@ func run(ctx context.Context, args []string) error {
 		src = t
 	}
 	// Before the listeners and the disk tier's load: every object is seen.
-	snapshot, stopEvents, err := startKVEvents(ctx, *kvEndpoint, *kvReplay, src, m, log)
+	events, err := startKVEvents(ctx, *kvEndpoint, *kvReplay, src, m, log)
 	if err != nil {
 		return err
 	}
-	defer stopEvents()
+	defer events.stop()
 
 	var lc net.ListenConfig
 	lmLn, err := lc.Listen(ctx, "tcp", *lmListen)
@@ -188,7 +188,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		log.Info("tls on resp and http", "cert", *tlsCert, "client_ca", *tlsClientCA)
 	}
-	api := httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load, KVEventsSnapshot: snapshot}, mem, m, reg)
+	api := httpapi.Handler(httpapi.Config{MaxValueBytes: int64(*maxValue), Token: token, ProtectMetrics: *metricsAuth, Ready: ready.Load, KVEventsSnapshot: events.snapshot}, mem, m, reg)
 	var objectsSrv *http.Server
 	if objectsLn != nil {
 		var data http.Handler
@@ -246,7 +246,7 @@ func run(ctx context.Context, args []string) error {
 		go func() { errc <- objectsSrv.Serve(objectsLn) }()
 		log.Info("objects api", "listen", objectsLn.Addr().String())
 	}
-	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String(), "kv_events", kvEventsAddr(snapshot))
+	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String(), "kv_events", events.addr)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
