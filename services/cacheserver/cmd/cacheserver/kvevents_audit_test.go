@@ -21,10 +21,13 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
 
 // hashSet is what a subscriber knows a model's L2 holds: 64-hex chunk hashes.
@@ -398,4 +401,46 @@ func diff(a, b hashSet) []string {
 		}
 	}
 	return out
+}
+
+// TestKVEventsCluster: in cluster mode each node publishes what its own
+// store holds. Chunks written through A land on their owners, and each
+// node's snapshot lists exactly the chunks it owns.
+func TestKVEventsCluster(t *testing.T) {
+	peerA, peerB := freeAddr(t), freeAddr(t)
+	peers := peerA + "," + peerB
+	events := []string{"--kv-events-endpoint", "tcp://*:0"}
+	a := startServer(t, nil, append([]string{"--peer-listen", peerA, "--peers", peers}, events...)...)
+	b := startServer(t, nil, append([]string{"--peer-listen", peerB, "--peers", peers}, events...)...)
+	view := cluster.New(cluster.Config{Self: peerA}, store.NewMemory(1<<20, store.Options{}), prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"op", "result"}))
+	view.SetPeers([]string{peerA, peerB})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	lm := lmproto.Dial(a.lm, 2*time.Second, 0)
+	defer lm.Close()
+	want := map[string]hashSet{peerA: {}, peerB: {}}
+	for i := range 40 {
+		h := fmt.Sprintf("%064x", i+1)
+		key := "m1@1@0@" + h + "@bfloat16"
+		if err := lm.Put(ctx, key, lmproto.Meta{Dtype: 3}, []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		want[view.Owners(key)[0]][h] = true
+	}
+	if len(want[peerA]) == 0 || len(want[peerB]) == 0 {
+		t.Fatalf("owners: A %d, B %d chunks; the test wants both", len(want[peerA]), len(want[peerB]))
+	}
+	for {
+		_, gotA := snapshot(t, ctx, a, "m1")
+		_, gotB := snapshot(t, ctx, b, "m1")
+		if maps.Equal(gotA, want[peerA]) && maps.Equal(gotB, want[peerB]) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("snapshots: A %d chunks, B %d; want A %d, B %d", len(gotA), len(gotB), len(want[peerA]), len(want[peerB]))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
