@@ -75,7 +75,8 @@ func TestObjectsAndMetrics(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
-	for _, name := range []string{"warmpath_cache_requests_total", "warmpath_cache_hits_total", "warmpath_cache_stored_bytes", "warmpath_cache_capacity_bytes", "warmpath_cache_evictions_total", "warmpath_cache_request_duration_seconds_bucket", "warmpath_cache_expired_total", "warmpath_cache_auth_failures_total"} {
+	for _, name := range []string{"warmpath_cache_requests_total", "warmpath_cache_hits_total", "warmpath_cache_stored_bytes", "warmpath_cache_capacity_bytes", "warmpath_cache_evictions_total", "warmpath_cache_request_duration_seconds_bucket", "warmpath_cache_expired_total", "warmpath_cache_auth_failures_total",
+		"warmpath_cache_kv_events_published_total", "warmpath_cache_kv_events_dropped_total", "warmpath_cache_kv_events_unparsed_keys_total"} {
 		if !bytes.Contains(exposition, []byte(name)) {
 			t.Errorf("/metrics lacks %s", name)
 		}

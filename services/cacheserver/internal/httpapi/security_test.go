@@ -193,7 +193,8 @@ func TestAuthOverTLS(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		mem := store.NewMemory(64<<20, store.Options{})
 		m := metrics.New(reg, mem)
-		url := serveTLS(t, Handler(Config{MaxValueBytes: 1 << 20, Token: "t0ken", ProtectMetrics: protectMetrics}, mem, m, reg),
+		snapshot := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"seq":-1,"hashes":[]}`)) })
+		url := serveTLS(t, Handler(Config{MaxValueBytes: 1 << 20, Token: "t0ken", ProtectMetrics: protectMetrics, KVEventsSnapshot: snapshot}, mem, m, reg),
 			tlsconf.Files{CertFile: certs.Cert, KeyFile: certs.Key})
 		c := tlsClient(t, certs.CA)
 		good := []string{"Authorization", "Bearer t0ken"}
@@ -211,6 +212,8 @@ func TestAuthOverTLS(t *testing.T) {
 			{"delete token prefix", "DELETE", "/v1/objects/k", []string{"Authorization", "Bearer t0ke"}, 401, `error="invalid_token"`},
 			{"head basic auth", "HEAD", "/v1/objects/k", []string{"Authorization", "Basic dDBrZW4="}, 401, "Bearer"},
 			{"stats without token", "GET", "/v1/stats", nil, 401, "Bearer"},
+			{"kv events snapshot with token", "GET", "/v1/kv-events/snapshot?model=m", good, 200, ""},
+			{"kv events snapshot without token", "GET", "/v1/kv-events/snapshot?model=m", nil, 401, "Bearer"},
 			{"healthz open", "GET", "/healthz", nil, 200, ""},
 			{"readyz open", "GET", "/readyz", nil, 200, ""},
 			{"metrics", "GET", "/metrics", nil, map[bool]int{false: 200, true: 401}[protectMetrics], "Bearer"},
