@@ -6,7 +6,6 @@
 package l2events
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -55,16 +54,24 @@ func ParseKey(key string) (k Key, data bool, err error) {
 			break
 		}
 	}
-	parts := strings.Split(base, "@")
-	switch len(parts) {
-	case 5:
-	case 6:
+	// Split by hand into a fixed array: the store's hook parses every key
+	// it changes, under the store's lock, so this allocates nothing.
+	var fields [6]string
+	n := strings.Count(base, "@") + 1
+	if n != 5 && n != 6 {
+		return Key{}, false, fmt.Errorf("%w: %q: %d @-separated fields, want 5 or 6", ErrKey, key, n)
+	}
+	rest := base
+	for i := range n - 1 {
+		fields[i], rest, _ = strings.Cut(rest, "@")
+	}
+	fields[n-1] = rest
+	parts := fields[:n]
+	if n == 6 {
 		if parts[0] == "" {
 			return Key{}, false, fmt.Errorf("%w: %q: empty fmt", ErrKey, key)
 		}
 		parts = parts[1:] // fmt: the same chunk whatever layout it was saved in
-	default:
-		return Key{}, false, fmt.Errorf("%w: %q: %d @-separated fields, want 5 or 6", ErrKey, key, len(parts))
 	}
 	model, worldSize, worker, hash, dtype := parts[0], parts[1], parts[2], parts[3], parts[4]
 	if model == "" || dtype == "" {
@@ -105,13 +112,26 @@ func ParseHash(s string) ([HashLen]byte, error) {
 	if len(digits) > 2*HashLen {
 		return out, fmt.Errorf("chunk hash %q: more than %d bytes", s, HashLen)
 	}
-	if len(digits)%2 == 1 {
-		digits = "0" + digits
+	// Right-aligned: an odd count of digits leaves the first byte's high
+	// nibble zero.
+	for i := 0; i < len(digits); i++ {
+		v, ok := unhex(digits[len(digits)-1-i])
+		if !ok {
+			return [HashLen]byte{}, fmt.Errorf("chunk hash %q: %q is not a hex digit", s, digits[len(digits)-1-i])
+		}
+		out[HashLen-1-i/2] |= v << (4 * (i % 2))
 	}
-	b, err := hex.DecodeString(digits)
-	if err != nil {
-		return out, fmt.Errorf("chunk hash %q: %w", s, err)
-	}
-	copy(out[HashLen-len(b):], b)
 	return out, nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }

@@ -1,8 +1,10 @@
 package l2events
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -121,6 +123,34 @@ func FuzzParseKey(f *testing.F) {
 		k2, data2, err := ParseKey(canon)
 		if err != nil || k2 != k || !data2 {
 			t.Fatalf("%q -> %+v %v; canonical %q -> %+v %v %v", key, k, data, canon, k2, data2, err)
+		}
+	})
+}
+
+// The store's hook parses every key it changes, under the store's lock.
+func TestParseKeyAllocs(t *testing.T) {
+	for _, key := range []string{"llama@1@0@" + sha + "@bfloat16:kv_bytes", "vllm@llama@2@1@" + short + "@half"} {
+		if n := testing.AllocsPerRun(100, func() { _, _, _ = ParseKey(key) }); n != 0 {
+			t.Errorf("ParseKey(%q): %v allocations, want 0", key, n)
+		}
+	}
+}
+
+// ParseHash agrees with math/big on what the hex means.
+func FuzzParseHash(f *testing.F) {
+	for _, s := range []string{sha, short, "0x1A", "0", "abc", "-1", "0x", strings.Repeat("f", 65), "0000" + sha} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseHash(s)
+		digits := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
+		n, ok := new(big.Int).SetString(digits, 16)
+		ok = ok && digits != "" && !strings.ContainsAny(digits, "+-_") && n.BitLen() <= 8*HashLen
+		if (err == nil) != ok {
+			t.Fatalf("ParseHash(%q): %v; big.Int says valid=%v", s, err, ok)
+		}
+		if ok && !bytes.Equal(got[:], n.FillBytes(make([]byte, HashLen))) {
+			t.Fatalf("ParseHash(%q) = %x, big.Int %x", s, got, n)
 		}
 	})
 }
