@@ -130,9 +130,9 @@ func (w FewLongDocs) Generate(words []uint32) ([]Request, error) {
 // agent.
 type BurstyFanout struct {
 	Contexts, MinContext, MaxContext, Bursts, MinFanout, MaxFanout, Suffix, Output, Growth, Lifetime int
-	BurstRate                                                                              float64
-	Spread                                                                                 time.Duration
-	Seed                                                                                   uint64
+	BurstRate                                                                                        float64
+	Spread                                                                                           time.Duration
+	Seed                                                                                             uint64
 }
 
 // DefaultBurstyFanout is 60 bursts of 16-64 requests over 8 contexts of
@@ -192,10 +192,10 @@ type SkewedPopularity struct {
 }
 
 // DefaultSkewedPopularity is 3000 requests over 1000 prefixes of 1K-8K
-// tokens at s = 1.1: the hottest prefix takes about a sixth of the
-// requests (more than one worker's share), half the prefixes are asked
-// at most once, and together they hold 4.6M tokens, more than the fleet's
-// GPU caches.
+// tokens at s = 1.1: the hottest prefix takes about a fifth of the
+// requests (more than one worker's share of 8), about half the prefixes
+// are never asked and a quarter only once — a cold tail no cache helps,
+// which evicts the warm middle.
 func DefaultSkewedPopularity() SkewedPopularity {
 	return SkewedPopularity{Prefixes: 1000, MinPrefix: 1024, MaxPrefix: 8192, Requests: 3000, Question: 64, Output: 128,
 		S: 1.1, Rate: 12}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -146,6 +147,20 @@ func (w *workloadFlags) build(words []uint32) ([]workload.Request, error) {
 		return w.tr.Generate(recs, words)
 	default:
 		return nil, fmt.Errorf("unknown workload %q (shared-prefix, multi-round, long-doc, trace, %s)", w.name, strings.Join(shapeNames(), ", "))
+	}
+}
+
+// reportName names the workload in reports and in des's default
+// bench/results/routing_<name>.json: the trace's file name for a trace
+// (the shipped trace's name when none is given), else the workload's.
+func (w *workloadFlags) reportName() string {
+	switch {
+	case w.name != "trace":
+		return w.name
+	case w.trace == "":
+		return workload.ShippedTraceName
+	default:
+		return strings.TrimSuffix(filepath.Base(w.trace), ".jsonl")
 	}
 }
 
