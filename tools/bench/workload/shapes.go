@@ -78,12 +78,13 @@ type FewLongDocs struct {
 	Seed                                                    uint64
 }
 
-// DefaultFewLongDocs is 80 documents of 32K-64K tokens, about 3.9M tokens:
-// 1.2 times what the 8 workers' GPU caches hold together (3.15M), and 5
-// times one worker's 100 GB L1 (763K) but 0.64 times the fleet's — so the
+// DefaultFewLongDocs is 72 documents of 32K-64K tokens, 3.5M tokens: 1.1
+// times what the 8 workers' GPU caches hold together (3.15M), and 4.6
+// times one worker's 100 GB L1 (763K) but 0.57 times the fleet's — so the
 // fleet holds the set only if each document stays on one worker, where
 // its follow-ups find it in L1 once the GPU has evicted it. Few documents
-// for their size: 16 questions each.
+// for their size, 10 questions each; more would make a des run of every
+// strategy take minutes.
 func DefaultFewLongDocs() FewLongDocs {
 	return FewLongDocs{Docs: 72, MinTokens: 32768, MaxTokens: 65536, Questions: 10, Question: 64, Output: 128, Rate: 2}
 }
