@@ -151,3 +151,42 @@ func BenchmarkReplayTrace(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(reqs)*b.N)/b.Elapsed().Seconds(), "requests/s")
 }
+
+// TestShapesComplete runs each generated shape, at test size, through
+// every strategy: every request is answered and no strategy beats the
+// oracle.
+func TestShapesComplete(t *testing.T) {
+	w := words(t)
+	tests := []struct {
+		name string
+		gen  interface {
+			Generate([]uint32) ([]workload.Request, error)
+		}
+	}{
+		{"many-short-chats", workload.ManyShortChats{Users: 24, Groups: 4, System: 256, MinRounds: 3, MaxRounds: 5,
+			Question: 32, Answer: 32, QPS: 8, Think: time.Second, Seed: 1}},
+		{"few-long-docs", workload.FewLongDocs{Docs: 4, MinTokens: 4096, MaxTokens: 8192, Questions: 4, Question: 32,
+			Output: 16, Rate: 4, Seed: 1}},
+		{"bursty-fanout", workload.BurstyFanout{Contexts: 2, MinContext: 1024, MaxContext: 2048, Bursts: 4, MinFanout: 8,
+			MaxFanout: 16, Suffix: 32, Output: 16, Growth: 64, Lifetime: 2, BurstRate: 1, Spread: 100 * time.Millisecond, Seed: 1}},
+		{"skewed-popularity", workload.SkewedPopularity{Prefixes: 30, MinPrefix: 256, MaxPrefix: 1024, Requests: 60,
+			Question: 32, Output: 16, S: 1.1, Rate: 20, Seed: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reqs, err := tt.gen.Generate(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range strategy.Names {
+				s := summarize(t, fleet(name, 4), reqs)
+				if s.Errors != 0 || s.Requests != len(reqs) {
+					t.Errorf("%s: %d of %d requests, %d errors", name, s.Requests, len(reqs), s.Errors)
+				}
+				if s.HitRate > s.OracleHitRate+1e-9 {
+					t.Errorf("%s: hit rate %.3f beats the oracle %.3f", name, s.HitRate, s.OracleHitRate)
+				}
+			}
+		})
+	}
+}

@@ -230,13 +230,7 @@ func runDES(args []string) error {
 	if err != nil {
 		return err
 	}
-	name := wf.name
-	if name == "trace" {
-		name = workload.ShippedTraceName
-		if wf.trace != "" {
-			name = strings.TrimSuffix(filepath.Base(wf.trace), ".jsonl")
-		}
-	}
+	name := wf.reportName()
 	cfg := des.Config{Workers: *workers, Preset: *preset, NumGPUBlocks: *gpuBlocks, L1Bytes: int64(*l1GB * 1e9),
 		Model: "meta-llama/Llama-3.1-8B-Instruct"}
 	base := strategy.Defaults()

@@ -62,3 +62,54 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestDESRunsEveryShape(t *testing.T) {
+	small := map[string][]string{
+		"many-short-chats":  {"--msc-users", "6", "--msc-groups", "2", "--msc-system", "128", "--msc-max-rounds", "4"},
+		"few-long-docs":     {"--fld-docs", "2", "--fld-min-tokens", "1024", "--fld-max-tokens", "2048", "--fld-questions", "3"},
+		"bursty-fanout":     {"--bf-contexts", "2", "--bf-min-context", "512", "--bf-max-context", "1024", "--bf-bursts", "2", "--bf-max-fanout", "16"},
+		"skewed-popularity": {"--skew-prefixes", "20", "--skew-max-prefix", "2048", "--skew-requests", "30", "--skew-s", "1.2"},
+	}
+	for _, shape := range shapeNames() {
+		t.Run(shape, func(t *testing.T) {
+			flags, ok := small[shape]
+			if !ok {
+				t.Fatalf("no test size for %s", shape)
+			}
+			out := filepath.Join(t.TempDir(), "r.json")
+			args := append([]string{"des", "--workload", shape, "--workers", "2", "--gpu-blocks", "1024",
+				"--strategies", "roundrobin,kvaware", "--out", out}, flags...)
+			if err := run(t.Context(), args); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep struct {
+				Workload string `json:"workload"`
+				Requests int    `json:"requests"`
+			}
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Workload != shape || rep.Requests == 0 {
+				t.Errorf("report names %q with %d requests, want %s", rep.Workload, rep.Requests, shape)
+			}
+		})
+	}
+}
+
+func TestReportName(t *testing.T) {
+	tests := []struct{ name, trace, want string }{
+		{"few-long-docs", "", "few-long-docs"},
+		{"trace", "", "mooncake_synthetic_trace"},
+		{"trace", "/x/conversation_trace.jsonl", "conversation_trace"},
+	}
+	for _, tt := range tests {
+		w := workloadFlags{name: tt.name, trace: tt.trace}
+		if got := w.reportName(); got != tt.want {
+			t.Errorf("%s %q: %q, want %q", tt.name, tt.trace, got, tt.want)
+		}
+	}
+}

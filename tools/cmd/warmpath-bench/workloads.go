@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/warmpath/warmpath/tools/bench/workload"
@@ -17,13 +19,19 @@ type workloadFlags struct {
 	sp    workload.SharedPrefix
 	mr    workload.MultiRound
 	ld    workload.LongDoc
+	msc   workload.ManyShortChats
+	fld   workload.FewLongDocs
+	bf    workload.BurstyFanout
+	skew  workload.SkewedPopularity
 	trace string
 	tr    workload.Trace
 }
 
 func (w *workloadFlags) register(fs *flag.FlagSet) {
 	w.sp, w.mr, w.ld = workload.DefaultSharedPrefix(), workload.DefaultMultiRound(), workload.DefaultLongDoc()
-	fs.StringVar(&w.name, "workload", "multi-round", "shared-prefix, multi-round, long-doc or trace")
+	w.msc, w.fld = workload.DefaultManyShortChats(), workload.DefaultFewLongDocs()
+	w.bf, w.skew = workload.DefaultBurstyFanout(), workload.DefaultSkewedPopularity()
+	fs.StringVar(&w.name, "workload", "multi-round", "shared-prefix, multi-round, long-doc, trace, or a generated shape: "+strings.Join(shapeNames(), ", "))
 	fs.Uint64Var(&w.seed, "seed", 1, "workload seed")
 	fs.IntVar(&w.sp.Groups, "sp-groups", w.sp.Groups, "shared-prefix: groups")
 	fs.IntVar(&w.sp.Prompts, "sp-prompts", w.sp.Prompts, "shared-prefix: prompts per group")
@@ -44,9 +52,56 @@ func (w *workloadFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&w.ld.Question, "ld-question", w.ld.Question, "long-doc: question tokens")
 	fs.IntVar(&w.ld.Output, "ld-output", w.ld.Output, "long-doc: output tokens")
 	fs.Float64Var(&w.ld.Rate, "ld-rate", w.ld.Rate, "long-doc: requests per second")
+	w.registerShapes(fs)
 	fs.StringVar(&w.trace, "trace", "", "trace: Mooncake-format JSONL (default: the shipped synthetic trace)")
 	fs.Float64Var(&w.tr.Speedup, "trace-speedup", 1, "trace: replay this many times faster")
 	fs.IntVar(&w.tr.Max, "trace-max", 0, "trace: keep the first N requests (0: all)")
+}
+
+// shapeNames are the generated workloads that show routing is not tuned to
+// one trace (make bench-routing-shapes runs each).
+func shapeNames() []string {
+	return []string{"many-short-chats", "few-long-docs", "bursty-fanout", "skewed-popularity"}
+}
+
+// registerShapes registers the generated shapes' knobs.
+func (w *workloadFlags) registerShapes(fs *flag.FlagSet) {
+	fs.IntVar(&w.msc.Users, "msc-users", w.msc.Users, "many-short-chats: users")
+	fs.IntVar(&w.msc.Groups, "msc-groups", w.msc.Groups, "many-short-chats: system prompts, each shared by a group of users")
+	fs.IntVar(&w.msc.System, "msc-system", w.msc.System, "many-short-chats: system prompt tokens")
+	fs.IntVar(&w.msc.MinRounds, "msc-min-rounds", w.msc.MinRounds, "many-short-chats: fewest rounds per user")
+	fs.IntVar(&w.msc.MaxRounds, "msc-max-rounds", w.msc.MaxRounds, "many-short-chats: most rounds per user")
+	fs.IntVar(&w.msc.Question, "msc-question", w.msc.Question, "many-short-chats: question tokens per round")
+	fs.IntVar(&w.msc.Answer, "msc-answer", w.msc.Answer, "many-short-chats: answer tokens per round")
+	fs.Float64Var(&w.msc.QPS, "msc-qps", w.msc.QPS, "many-short-chats: users starting per second")
+	fs.DurationVar(&w.msc.Think, "msc-think", w.msc.Think, "many-short-chats: time between an answer and the next question")
+	fs.IntVar(&w.fld.Docs, "fld-docs", w.fld.Docs, "few-long-docs: documents")
+	fs.IntVar(&w.fld.MinTokens, "fld-min-tokens", w.fld.MinTokens, "few-long-docs: fewest tokens per document")
+	fs.IntVar(&w.fld.MaxTokens, "fld-max-tokens", w.fld.MaxTokens, "few-long-docs: most tokens per document")
+	fs.IntVar(&w.fld.Questions, "fld-questions", w.fld.Questions, "few-long-docs: questions per document")
+	fs.IntVar(&w.fld.Question, "fld-question", w.fld.Question, "few-long-docs: question tokens")
+	fs.IntVar(&w.fld.Output, "fld-output", w.fld.Output, "few-long-docs: output tokens")
+	fs.Float64Var(&w.fld.Rate, "fld-rate", w.fld.Rate, "few-long-docs: requests per second")
+	fs.IntVar(&w.bf.Contexts, "bf-contexts", w.bf.Contexts, "bursty-fanout: agent contexts alive")
+	fs.IntVar(&w.bf.MinContext, "bf-min-context", w.bf.MinContext, "bursty-fanout: fewest tokens of a context")
+	fs.IntVar(&w.bf.MaxContext, "bf-max-context", w.bf.MaxContext, "bursty-fanout: most tokens of a context")
+	fs.IntVar(&w.bf.Bursts, "bf-bursts", w.bf.Bursts, "bursty-fanout: bursts")
+	fs.IntVar(&w.bf.MinFanout, "bf-min-fanout", w.bf.MinFanout, "bursty-fanout: fewest requests per burst")
+	fs.IntVar(&w.bf.MaxFanout, "bf-max-fanout", w.bf.MaxFanout, "bursty-fanout: most requests per burst")
+	fs.IntVar(&w.bf.Suffix, "bf-suffix", w.bf.Suffix, "bursty-fanout: tokens of each request's own task")
+	fs.IntVar(&w.bf.Output, "bf-output", w.bf.Output, "bursty-fanout: output tokens")
+	fs.IntVar(&w.bf.Growth, "bf-growth", w.bf.Growth, "bursty-fanout: tokens a context grows by after each burst")
+	fs.IntVar(&w.bf.Lifetime, "bf-lifetime", w.bf.Lifetime, "bursty-fanout: bursts on a context before a fresh one replaces it")
+	fs.Float64Var(&w.bf.BurstRate, "bf-burst-rate", w.bf.BurstRate, "bursty-fanout: bursts per second")
+	fs.DurationVar(&w.bf.Spread, "bf-spread", w.bf.Spread, "bursty-fanout: time over which a burst's requests arrive")
+	fs.IntVar(&w.skew.Prefixes, "skew-prefixes", w.skew.Prefixes, "skewed-popularity: distinct prefixes")
+	fs.IntVar(&w.skew.MinPrefix, "skew-min-prefix", w.skew.MinPrefix, "skewed-popularity: fewest tokens of a prefix")
+	fs.IntVar(&w.skew.MaxPrefix, "skew-max-prefix", w.skew.MaxPrefix, "skewed-popularity: most tokens of a prefix")
+	fs.IntVar(&w.skew.Requests, "skew-requests", w.skew.Requests, "skewed-popularity: requests")
+	fs.IntVar(&w.skew.Question, "skew-question", w.skew.Question, "skewed-popularity: question tokens")
+	fs.IntVar(&w.skew.Output, "skew-output", w.skew.Output, "skewed-popularity: output tokens")
+	fs.Float64Var(&w.skew.S, "skew-s", w.skew.S, "skewed-popularity: Zipf exponent (> 1)")
+	fs.Float64Var(&w.skew.Rate, "skew-rate", w.skew.Rate, "skewed-popularity: requests per second")
 }
 
 // newTokenizer is the simulator's default tokenizer and chat template,
@@ -68,6 +123,7 @@ func (w *workloadFlags) generate() (*tokenize.Tokenizer, []workload.Request, err
 // build generates the chosen workload from the tokenizer's words.
 func (w *workloadFlags) build(words []uint32) ([]workload.Request, error) {
 	w.sp.Seed, w.mr.Seed, w.ld.Seed, w.tr.Seed = w.seed, w.seed, w.seed, w.seed
+	w.msc.Seed, w.fld.Seed, w.bf.Seed, w.skew.Seed = w.seed, w.seed, w.seed, w.seed
 	switch w.name {
 	case "shared-prefix":
 		return w.sp.Generate(words)
@@ -75,6 +131,14 @@ func (w *workloadFlags) build(words []uint32) ([]workload.Request, error) {
 		return w.mr.Generate(words)
 	case "long-doc":
 		return w.ld.Generate(words)
+	case "many-short-chats":
+		return w.msc.Generate(words)
+	case "few-long-docs":
+		return w.fld.Generate(words)
+	case "bursty-fanout":
+		return w.bf.Generate(words)
+	case "skewed-popularity":
+		return w.skew.Generate(words)
 	case "trace":
 		recs, err := w.traceRecords()
 		if err != nil {
@@ -82,7 +146,21 @@ func (w *workloadFlags) build(words []uint32) ([]workload.Request, error) {
 		}
 		return w.tr.Generate(recs, words)
 	default:
-		return nil, fmt.Errorf("unknown workload %q (shared-prefix, multi-round, long-doc, trace)", w.name)
+		return nil, fmt.Errorf("unknown workload %q (shared-prefix, multi-round, long-doc, trace, %s)", w.name, strings.Join(shapeNames(), ", "))
+	}
+}
+
+// reportName names the workload in reports and in des's default
+// bench/results/routing_<name>.json: the trace's file name for a trace
+// (the shipped trace's name when none is given), else the workload's.
+func (w *workloadFlags) reportName() string {
+	switch {
+	case w.name != "trace":
+		return w.name
+	case w.trace == "":
+		return workload.ShippedTraceName
+	default:
+		return strings.TrimSuffix(filepath.Base(w.trace), ".jsonl")
 	}
 }
 
