@@ -62,12 +62,17 @@ const (
 	ReasonUnknownWorkerImage = "UnknownWorkerImage"
 
 	// The refusals (False): the workers cannot publish usable events.
-	ReasonLMCacheTooOld          = "LMCacheTooOld"
-	ReasonChunkSizeMismatch      = "ChunkSizeNotBlockMultiple"
-	ReasonKVEventsDisabled       = "KVEventsDisabled"
-	ReasonPrefixCachingDisabled  = "PrefixCachingDisabled"
-	ReasonHashAlgorithmMismatch  = "HashAlgorithmMismatch"
-	ReasonCacheConfigUnreadable  = "CacheConfigFileUnreadable"
+	ReasonLMCacheTooOld         = "LMCacheTooOld"
+	ReasonChunkSizeMismatch     = "ChunkSizeNotBlockMultiple"
+	ReasonKVEventsDisabled      = "KVEventsDisabled"
+	ReasonPrefixCachingDisabled = "PrefixCachingDisabled"
+	ReasonHashAlgorithmMismatch = "HashAlgorithmMismatch"
+	ReasonCacheConfigUnreadable = "CacheConfigFileUnreadable"
+)
+
+// A refusal shows as Ready's reason and a Warning event's, with this
+// message around the condition's.
+const (
 	reasonReadyKVEventsUnusable  = "KVEventsUnusable"
 	kvEventsUnusableEventAction  = "CheckKVEvents"
 	kvEventsUnusableEventMessage = "kvaware cannot use the workers' KV events: %s"
@@ -301,6 +306,8 @@ func judgeWorkerEvents(c *metav1.Condition, w workerEvents) {
 			add(ReasonCacheConfigUnreadable, "%v", w.configErr)
 		default:
 			if !w.lmcacheEvents {
+				// Only a cacheConfigFile can leave it off: the operator
+				// sets LMCACHE_ENABLE_KV_EVENTS on every routed worker.
 				add(ReasonKVEventsDisabled, "LMCache's enable_kv_events is off in kvCacheSpec.cacheConfigFile, so its CPU tier publishes nothing; set enable_kv_events: true")
 			}
 			if w.blockSize > 0 && (w.chunkSize <= 0 || w.chunkSize%w.blockSize != 0) {

@@ -76,7 +76,7 @@ func TestKVEventsCondition(t *testing.T) {
 		{"release not in the tag", kvaware("lmcache/vllm-openai:latest"), metav1.ConditionUnknown, ReasonUnknownWorkerImage, "cannot be read from its tag"},
 		{"another image", kvaware("registry.example.com/team/vllm:2026-11"), metav1.ConditionUnknown, ReasonUnknownWorkerImage, "registry.example.com/team/vllm:2026-11"},
 		{"bigger block still divides the chunk", kvaware(good, "--block-size", "128"), metav1.ConditionTrue, ReasonEventsLineUp, "chunk 256 = 2 vLLM blocks of 128"},
-		{"chunk not a multiple of the block", edit(kvaware(good, "--block-size=48"), func(e *v1alpha1.InferenceEndpointConfig) {}),
+		{"chunk not a multiple of the block", kvaware(good, "--block-size=48"),
 			metav1.ConditionFalse, ReasonChunkSizeMismatch, "chunk size 256 is not a multiple of vLLM's block size 48"},
 		{"chunk smaller than the block", edit(kvaware(good, "--block-size", "32"), func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.ChunkSize = ptr.To[int32](16)
@@ -99,7 +99,7 @@ func TestKVEventsCondition(t *testing.T) {
 		{"cacheConfigFile not YAML", edit(kvaware(good), func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.CacheConfigFile = "chunk_size: [256"
 		}), metav1.ConditionFalse, ReasonCacheConfigUnreadable, "not a YAML mapping"},
-		{"several problems are all named", edit(kvaware("lmcache/vllm-openai:v0.3.9", "--block-size", "24"), func(e *v1alpha1.InferenceEndpointConfig) {}),
+		{"several problems are all named", kvaware("lmcache/vllm-openai:v0.3.9", "--block-size", "24"),
 			metav1.ConditionFalse, ReasonChunkSizeMismatch, "older than 0.4.3"},
 		{"simulated", edit(kvaware("lmcache/vllm-openai:v0.3.9"), func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Simulate = true }),
 			metav1.ConditionTrue, ReasonSimulated, "vllm-sim"},
