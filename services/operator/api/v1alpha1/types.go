@@ -548,6 +548,14 @@ const (
 	// (which resource or rule no node satisfies). It does not count
 	// towards Ready: WorkersReady is False then too.
 	ConditionWorkersScheduled = "WorkersScheduled"
+	// ConditionKVEventsUsable says whether the workers, as configured,
+	// publish KV events the kvaware router can index (vLLM's GPU blocks,
+	// LMCache's CPU stores lined up with them). Only kvaware endpoints
+	// have it. False is a refusal: Ready is False and the state
+	// DeploymentFailed until the spec is fixed, though every child is
+	// still applied and serves. Unknown (an image whose LMCache release
+	// its tag does not tell) does not count towards Ready.
+	ConditionKVEventsUsable = "KVEventsUsable"
 )
 
 // InstanceTypeLabel is the well-known node label spec.instanceType
@@ -561,7 +569,7 @@ type InferenceEndpointConfigStatus struct {
 	State string `json:"state,omitempty"`
 
 	// Conditions: WorkersReady, WorkersScheduled, RouterReady, CacheReady,
-	// Ready, ServiceMonitorReady.
+	// KVEventsUsable (kvaware only), Ready, ServiceMonitorReady.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

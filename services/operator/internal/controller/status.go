@@ -77,6 +77,7 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 
 	meta.SetStatusCondition(&st.Conditions, r.cacheCondition(ctx, iec))
 	meta.SetStatusCondition(&st.Conditions, monitorCond)
+	r.setKVEventsCondition(iec)
 
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, Status: metav1.ConditionTrue, Reason: "EndpointReady"}
 	var waiting []string
@@ -86,7 +87,13 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 		}
 	}
 	base, invoke := endpointURL(iec)
-	if len(waiting) > 0 {
+	if kc := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionKVEventsUsable); kc != nil && kc.Status == metav1.ConditionFalse {
+		// Waiting does not fix this: the spec must change.
+		ready.Status, ready.Reason = metav1.ConditionFalse, reasonReadyKVEventsUnusable
+		ready.Message = fmt.Sprintf(kvEventsUnusableEventMessage, kc.Message) +
+			"; fix the worker settings or choose another intelligentRoutingSpec.routingStrategy (requests are still served, routed without KV events)"
+		st.State = v1alpha1.StateFailed
+	} else if len(waiting) > 0 {
 		ready.Status, ready.Reason = metav1.ConditionFalse, "Waiting"
 		ready.Message = "waiting for " + strings.Join(waiting, ", ")
 		st.State = v1alpha1.StateProgressing
@@ -98,6 +105,20 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	st.URL, st.Endpoints = base, []string{invoke}
 	st.ObservedGeneration = gen
 	return nil
+}
+
+// setKVEventsCondition sets KVEventsUsable on a kvaware endpoint (with a
+// warning event when it turns False) and removes it from any other.
+func (r *Reconciler) setKVEventsCondition(iec *v1alpha1.InferenceEndpointConfig) {
+	c, ok := kvEventsCondition(iec, r.Options)
+	if !ok {
+		meta.RemoveStatusCondition(&iec.Status.Conditions, v1alpha1.ConditionKVEventsUsable)
+		return
+	}
+	if c.Status == metav1.ConditionFalse && !meta.IsStatusConditionFalse(iec.Status.Conditions, c.Type) {
+		r.Recorder.Eventf(iec, nil, corev1.EventTypeWarning, reasonReadyKVEventsUnusable, kvEventsUnusableEventAction, kvEventsUnusableEventMessage, c.Message)
+	}
+	meta.SetStatusCondition(&iec.Status.Conditions, c)
 }
 
 func healthPathOf(iec *v1alpha1.InferenceEndpointConfig) string {

@@ -38,6 +38,15 @@ const (
 	// so the password is in neither the CR nor the pod spec.
 	l2PasswordEnv = "WARMPATH_L2_PASSWORD"
 
+	// eventHashAlgo is the block hash both vLLM (--prefix-caching-hash-algo)
+	// and LMCache (pre_caching_hash_algorithm) use when the workers publish
+	// KV events: CBOR-serialised SHA-256 is the one algorithm both name the
+	// same way and that does not depend on Python's pickle or hash seed, so
+	// an LMCache chunk's hash and a vLLM block's hash over the same tokens
+	// agree (vllm/config/cache.py PrefixCachingHashAlgo; LMCache
+	// lmcache/v1/token_database.py resolves the name through vLLM).
+	eventHashAlgo = "sha256_cbor"
+
 	lmcacheConfigDir  = "/etc/lmcache"
 	lmcacheConfigFile = "config.yaml"
 	kvConnector       = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`
@@ -166,6 +175,11 @@ func planWorker(iec *v1alpha1.InferenceEndpointConfig, o Options) workerPlan {
 	if cachingEnabled(iec) {
 		args = append(args, "--kv-transfer-config", kvConnector)
 	}
+	if routingEnabled(iec) && cachingEnabled(iec) && !hasFlag(args, hashAlgoFlag) {
+		// A user's choice of algorithm is kept; LMCache is told the same
+		// one (workerEnv), which is what lines the two tiers' events up.
+		args = append(args, hashAlgoFlag, eventHashAlgo)
+	}
 	if routingEnabled(iec) {
 		ev, err := json.Marshal(map[string]any{
 			"enable_kv_cache_events": true,
@@ -211,6 +225,17 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 			corev1.EnvVar{Name: "LMCACHE_LOCAL_CPU", Value: strconv.FormatBool(isTrue(kv.EnableL1Cache, true))},
 			corev1.EnvVar{Name: "LMCACHE_MAX_LOCAL_CPU_SIZE", Value: strconv.Itoa(int(int32Or(kv.L1CacheSizeGB, 5)))},
 		)
+		if routingEnabled(iec) {
+			// LMCache's own store events (its CPU tier) reach the router
+			// only through vLLM's publisher, and only line up with vLLM's
+			// blocks when both hash alike (LMCache PR #5076's runtime
+			// requirements). The chunk size is LMCACHE_CHUNK_SIZE above;
+			// kvEventsCondition checks it against vLLM's block size.
+			ours = append(ours,
+				corev1.EnvVar{Name: "LMCACHE_ENABLE_KV_EVENTS", Value: "true"},
+				corev1.EnvVar{Name: "LMCACHE_PRE_CACHING_HASH_ALGORITHM", Value: vllmHashAlgo(iec)},
+			)
+		}
 		if backend := l2Backend(iec); backend != "" {
 			url := kv.L2CacheSpec.L2CacheLocalUrl
 			if backend == v1alpha1.L2BackendTieredStorage && url == "" {
