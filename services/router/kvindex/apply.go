@@ -22,6 +22,11 @@ type block struct {
 	prev, next uint32
 	refs       [NumTiers]uint8
 	spans      uint8 // tiers whose copy has an entry in Worker.spans
+	size       uint32 // tokens in the block
+	// tl is the block's place in the CPU and L2 tiers' LRU lists while
+	// held there (tl[t-1]). The GPU tier needs none: vLLM reports its
+	// removals, so the view never evicts it.
+	tl [NumTiers - 1]link
 }
 
 // Worker applies one worker's KV events to the index. Its engine-hash map
@@ -53,6 +58,18 @@ type Worker struct {
 	gran  int
 	keys  []uint64
 	stats *Counters
+
+	// How each tier is known (SetTier), and what the view holds of it:
+	// blocks and tokens per tier, the slower tiers' blocks in LRU lists
+	// (blocks[0].tl[t-1] is tier t's sentinel), shadowed tiers' blocks by
+	// key.
+	policy [NumTiers]TierPolicy
+	tokens [NumTiers]int
+	held   [NumTiers]int
+	tv     [NumTiers]TierView
+	byKey  map[tierKey]uint32
+	in     inbox
+	view   atomic.Pointer[[NumTiers]TierView]
 }
 
 // span names one tier's copy of a block larger than the GPU block.
@@ -67,8 +84,8 @@ const defaultGranularity = 16
 
 // DefaultMaxWorkerBlocks is the default bound on one worker's event state
 // (engine blocks plus the keys of its spans): 262144, 4M tokens in blocks
-// of 16, beyond any one worker's GPU and CPU caches today, at about 72
-// bytes each (18 MiB a worker).
+// of 16, beyond any one worker's GPU and CPU caches today, at about 88
+// bytes each (22 MiB a worker).
 const DefaultMaxWorkerBlocks = 1 << 18
 
 // WorkerBounder is implemented by sinks configured with a bound on each
@@ -131,7 +148,7 @@ func NewWorker(sink Sink, name, model string, c *Counters) *Worker {
 	}
 	return &Worker{
 		sink: sink, name: name, model: model, seed: Seed(model, ""),
-		slots: map[uint64]uint32{}, blocks: make([]block, 1), spans: map[span][]uint64{},
+		slots: map[uint64]uint32{}, blocks: make([]block, 1), spans: map[span][]uint64{}, byKey: map[tierKey]uint32{},
 		max: limit, stats: c,
 	}
 }
@@ -155,6 +172,7 @@ func (w *Worker) Apply(b kvevents.Batch) {
 func (w *Worker) begin() {
 	reset := w.change.Reset
 	w.change = Change{Worker: w.name, Reset: reset, Ops: w.change.Ops[:0]}
+	w.drainInbox()
 }
 
 func (w *Worker) commit(seq, hash uint64) {
@@ -163,6 +181,7 @@ func (w *Worker) commit(seq, hash uint64) {
 		w.stats.CommitErrors.Add(1)
 	}
 	w.change.Reset = false
+	w.publishView()
 }
 
 func (w *Worker) apply(b kvevents.Batch) {
@@ -220,30 +239,23 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 		keySize, per = g, ev.BlockSize/g
 	}
 	w.keys = AppendKeys(w.keys[:0], parent, ev.TokenIDs, keySize)
+	// Only new copies go to the index: a tier that never reports removals
+	// re-announces a block it still holds, which is a touch, not a second
+	// copy the index would wait for a second removal of.
+	added := make([]uint64, 0, len(w.keys))
 	for i, h := range ev.BlockHashes {
 		covered := w.keys[i*per : (i+1)*per]
-		s, ok := w.slots[h.Uint64()]
-		if ok {
-			w.touch(s)
-		} else {
-			s = w.alloc(h.Uint64())
-		}
-		b := &w.blocks[s]
-		b.key = covered[per-1] // the next block's parent
-		if b.refs[tier] < ^uint8(0) {
-			b.refs[tier]++
-		}
-		if per > 1 {
-			id := span{h.Uint64(), tier}
-			w.spanKeys += per - len(w.spans[id])
-			w.spans[id] = slices.Clone(covered)
-			b.spans |= 1 << tier
+		if _, ok := w.hold(h.Uint64(), tier, covered, ev.BlockSize); ok {
+			added = append(added, covered...)
 		}
 	}
 	w.stats.Stored.Add(uint64(n))
-	w.change.Ops = append(w.change.Ops, Op{Kind: OpAdd, Tier: tier, Keys: slices.Clone(w.keys)})
-	// After the add, so the index sees a forgotten block's removal after
-	// its store.
+	if len(added) > 0 {
+		w.change.Ops = append(w.change.Ops, Op{Kind: OpAdd, Tier: tier, Keys: added})
+	}
+	// After the add, so the index sees an evicted or forgotten block's
+	// removal after its store.
+	w.fit(tier)
 	w.shrink()
 }
 
@@ -264,9 +276,10 @@ func (w *Worker) removed(ev *kvevents.BlockRemoved) {
 		} else {
 			w.keys = append(w.keys, b.key)
 		}
-		b.refs[tier]--
-		if b.refs[tier] == 0 && b.spans&(1<<tier) != 0 {
-			w.dropSpan(s, tier)
+		if b.refs[tier] == 1 {
+			w.dropTier(s, tier)
+		} else {
+			b.refs[tier]--
 		}
 		if b.refs == ([NumTiers]uint8{}) {
 			w.release(s)
@@ -284,9 +297,8 @@ func (w *Worker) cleared() {
 	w.change.Ops = append(w.change.Ops, Op{Kind: OpClear, Tier: GPU})
 	for s := w.blocks[0].next; s != 0; {
 		next := w.blocks[s].next
-		b := &w.blocks[s]
-		b.refs[GPU] = 0 // GPU copies have no spans
-		if b.refs == ([NumTiers]uint8{}) {
+		w.dropTier(s, GPU)
+		if w.blocks[s].refs == ([NumTiers]uint8{}) {
 			w.release(s)
 		}
 		s = next
@@ -304,6 +316,8 @@ func (w *Worker) Reset() {
 	w.free = w.free[:0]
 	clear(w.spans)
 	w.spanKeys = 0
+	clear(w.byKey)
+	w.tokens, w.held = [NumTiers]int{}, [NumTiers]int{}
 	w.change = Change{Worker: w.name, Reset: true, ResetOnly: true, Ops: w.change.Ops[:0]}
 	if err := w.sink.Commit(&w.change); err != nil {
 		w.stats.CommitErrors.Add(1)
@@ -351,23 +365,12 @@ func (w *Worker) shrink() {
 		if s == 0 {
 			return
 		}
-		b := &w.blocks[s]
 		for t := range NumTiers {
-			if b.refs[t] == 0 {
+			if w.blocks[s].refs[t] == 0 {
 				continue
 			}
-			var keys []uint64
-			for range b.refs[t] {
-				if b.spans&(1<<t) != 0 {
-					keys = append(keys, w.spans[span{b.hash, t}]...)
-				} else {
-					keys = append(keys, b.key)
-				}
-			}
-			w.change.Ops = append(w.change.Ops, Op{Kind: OpRemove, Tier: t, Keys: keys})
-			if b.spans&(1<<t) != 0 {
-				w.dropSpan(s, t)
-			}
+			w.removeOp(s, t)
+			w.dropTier(s, t)
 		}
 		w.release(s)
 		w.stats.Forgotten.Add(1)

@@ -15,8 +15,9 @@ func heapNow() int64 {
 	return int64(ms.HeapAlloc)
 }
 
-// TestWorkerBlockCost: a worker's event state costs at most the 72 bytes
-// a block docs/router.md ("Bounds") states, at its bound.
+// TestWorkerBlockCost: a worker's event state costs at most the 92 bytes
+// a block docs/router.md ("Bounds") states, at its bound (the CPU and L2
+// tiers' LRU links, for capacity-bounded views, took it from 72).
 func TestWorkerBlockCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates")
@@ -39,8 +40,8 @@ func TestWorkerBlockCost(t *testing.T) {
 	}
 	per := float64(heapNow()-before) / float64(w.Size())
 	t.Logf("%d blocks: %.1f bytes a block", w.Size(), per)
-	if w.Size() != n || per > 72 {
-		t.Fatalf("%d blocks at %.1f bytes each; want %d at most 72", w.Size(), per, n)
+	if w.Size() != n || per > 92 {
+		t.Fatalf("%d blocks at %.1f bytes each; want %d at most 92", w.Size(), per, n)
 	}
 	runtime.KeepAlive(w)
 }

@@ -84,11 +84,17 @@ type Option func(*deps)
 
 type deps struct {
 	index BlockIndex
+	notes RouteNoter
 }
 
 // WithIndex gives kvaware the KV index the router's event subscriber
 // maintains.
 func WithIndex(idx BlockIndex) Option { return func(d *deps) { d.index = idx } }
+
+// WithRouteNotes gives kvaware where to report its decisions, so the
+// index's views of tiers that do not report removals (or anything) follow
+// what it sends where.
+func WithRouteNotes(n RouteNoter) Option { return func(d *deps) { d.notes = n } }
 
 // New validates cfg and builds the strategy it names, with fresh state.
 // The result is safe for concurrent use; prefixaware, session and kvaware
@@ -110,7 +116,9 @@ func New(cfg Config, opts ...Option) (Strategy, error) {
 		if d.index == nil {
 			return nil, errorf("strategy kvaware needs the KV event index: start the router with --kv-events-endpoint")
 		}
-		return NewKVAware(cfg.KVAware, cfg.LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard)), nil
+		k := NewKVAware(cfg.KVAware, cfg.LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard))
+		k.notes = d.notes
+		return k, nil
 	default:
 		return NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard), nil
 	}

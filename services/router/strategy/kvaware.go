@@ -101,6 +101,7 @@ type KVAware struct {
 	idx      BlockIndex
 	guard    LoadGuard
 	fallback *PrefixAware
+	notes    RouteNoter // nil: decisions are not reported
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -112,6 +113,12 @@ type KVAware struct {
 type BlockIndex interface {
 	Lookup(keys []uint64, workers []string, out []kvindex.Match) []kvindex.Match
 	Stats() kvindex.Stats
+}
+
+// RouteNoter takes kvaware's decisions: the worker a prompt of these
+// block keys went to (kvsub.Manager; the benchmark's fleet).
+type RouteNoter interface {
+	Routed(worker string, keys []uint64)
 }
 
 type prediction struct {
@@ -213,7 +220,12 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		g = &sized{}
 	}
 	k.predict(g.keys, eps[best].ID, now)
-	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: matches[best].Any, TotalChunks: len(g.keys)}
+	if k.notes != nil {
+		k.notes.Routed(eps[best].ID, g.keys)
+	}
+	m := matches[best]
+	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: m.Any, TotalChunks: len(g.keys),
+		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}}
 	if d.TotalChunks > 0 {
 		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
 	}

@@ -87,6 +87,10 @@ type Decision struct {
 	// router counts them in the worker's PendingPrefill until the first
 	// token arrives.
 	PrefillTokens int
+	// TierBlocks splits kvaware's MatchedChunks by the tier credited:
+	// GPU, CPU (LMCache L1) and the shared L2, in that order. Where each
+	// tier's knowledge comes from is the worker's /debug/endpoints "tiers".
+	TierBlocks [3]int
 }
 
 // Strategy picks one endpoint for a request. Pick may update the

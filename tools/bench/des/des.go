@@ -49,6 +49,10 @@ type Config struct {
 	MaxModelLen         int // when zero, what the GPU blocks hold, at most 131072
 	// L1Bytes is each worker's LMCache L1; 0 runs without LMCache.
 	L1Bytes int64
+	// L1Events is what each L1 publishes ("" is store-only, as current
+	// LMCache); the router's view of the tier is kept accordingly, within
+	// L1Bytes.
+	L1Events lmcache.EventMode
 	// Strategy is the router's strategy configuration.
 	Strategy strategy.Config
 	// Model names the model (it seeds the KV index's keys).
@@ -154,8 +158,8 @@ func (f *fleet) worker(scale int) (*worker, error) {
 		EnablePrefixCaching: true, Timing: f.model, Hasher: f.hasher}
 	if cfg.L1Bytes > 0 {
 		var err error
-		w.l1, err = lmcache.New(lmcache.Config{ChunkSize: 256, MaxBytes: int64(scale) * cfg.L1Bytes,
-			BytesPerToken: int64(f.preset.KVBytesPerToken() / f.preset.TensorParallel)}, f.hasher)
+		w.l1, err = lmcache.New(lmcache.Config{ChunkSize: l1ChunkTokens, MaxBytes: int64(scale) * cfg.L1Bytes,
+			BytesPerToken: f.l1BytesPerToken(), Events: cfg.L1Events}, f.hasher)
 		if err != nil {
 			return nil, err
 		}
@@ -164,6 +168,28 @@ func (f *fleet) worker(scale int) (*worker, error) {
 	var err error
 	w.eng, err = engine.New(ec)
 	return w, err
+}
+
+// l1ChunkTokens is LMCache's default chunk_size, which the fleet uses.
+const l1ChunkTokens = 256
+
+// l1BytesPerToken is one token's KV on one rank, what the L1 stores.
+func (f *fleet) l1BytesPerToken() int64 {
+	return int64(f.preset.KVBytesPerToken() / f.preset.TensorParallel)
+}
+
+// cpuPolicy is how the router knows each worker's L1, from what the L1
+// publishes and its size (as the operator configures the router).
+func (f *fleet) cpuPolicy() (kvindex.TierPolicy, error) {
+	mode, err := lmcache.ParseEventMode(string(f.cfg.L1Events))
+	if err != nil {
+		return kvindex.TierPolicy{}, err
+	}
+	src, err := kvindex.ParseEventSource(string(mode))
+	if err != nil {
+		return kvindex.TierPolicy{}, err
+	}
+	return kvindex.TierPolicy{Events: src, CapacityTokens: int(f.cfg.L1Bytes / f.l1BytesPerToken()), ChunkTokens: l1ChunkTokens}, nil
 }
 
 func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
@@ -176,6 +202,10 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	idx := kvindex.New(1 << 24)
 	var kv *strategy.KVAware
 	sink := confirming{idx: idx, kv: func() *strategy.KVAware { return kv }}
+	cpu, err := f.cpuPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("des: %w", err)
+	}
 	for i := range cfg.Workers {
 		w, err := f.worker(1)
 		if err != nil {
@@ -183,9 +213,12 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 		}
 		w.id = "http://worker-" + strconv.Itoa(i)
 		w.feed = kvindex.NewWorker(sink, w.id, cfg.Model, nil)
+		if cfg.L1Bytes > 0 {
+			w.feed.SetTier(kvindex.CPU, cpu)
+		}
 		s.workers = append(s.workers, w)
 	}
-	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx))
+	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithRouteNotes(s))
 	if err != nil {
 		return nil, err
 	}
@@ -205,6 +238,17 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 		}
 	}
 	return s, nil
+}
+
+// Routed implements strategy.RouteNoter: kvaware's decisions reach the
+// worker's index state, as the router's subscriber passes them on.
+func (s *sim) Routed(worker string, keys []uint64) {
+	for _, w := range s.workers {
+		if w.id == worker {
+			w.feed.Routed(keys)
+			return
+		}
+	}
 }
 
 // confirming applies a worker's events to the index, then ends kvaware's

@@ -23,6 +23,7 @@ import (
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/tools/vllmsim/app"
+	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
 	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
@@ -64,6 +65,7 @@ func run() error {
 	fs.StringVar(&o.LMCache.RemoteURL, "lmcache-remote-url", "", "shared LMCache L2: lm://host:port (warmpath cache server) or redis://host:port (default: $LMCACHE_REMOTE_URL; needs the LMCache connector in --kv-transfer-config)")
 	fs.Int64Var(&o.LMCache.RemoteScale, "lmcache-remote-scale", o.LMCache.RemoteScale, "store each L2 chunk's KV divided by this (1: full size); fetch time is still charged for the full size")
 	fs.DurationVar(&o.LMCache.RemoteTimeout, "lmcache-remote-timeout", o.LMCache.RemoteTimeout, "bound on each L2 call; a failed call makes the L2 a miss for a second")
+	lmEvents := fs.String("lmcache-kv-events", string(lmcache.EventsStoreOnly), "what the LMCache L1 publishes as KV events: store-only (current LMCache: stores, never evictions), none (GPU events only) or full (stores and evictions; a future LMCache)")
 	listPresets := fs.Bool("list-presets", false, "print each timing preset's derived figures and exit")
 	fs.StringVar(&o.WorkerID, "worker-id", "0", "LMCache worker/instance id label")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "time in-flight requests get to finish on SIGTERM")
@@ -107,6 +109,11 @@ func run() error {
 	default:
 		return fmt.Errorf("--kv-events-encoding must be map or positional, got %q", *encoding)
 	}
+	mode, err := lmcache.ParseEventMode(*lmEvents)
+	if err != nil {
+		return fmt.Errorf("--lmcache-kv-events: %w", err)
+	}
+	o.LMCache.Events = mode
 	if err := upstreamEnv(&o); err != nil {
 		return err
 	}

@@ -94,6 +94,9 @@ type LMCacheOptions struct {
 	RemoteScale int64
 	// RemoteTimeout bounds each L2 call.
 	RemoteTimeout time.Duration
+	// Events is what the L1 publishes to the KV-event stream: store-only
+	// (current LMCache, the default), none or full (lmcache.EventMode).
+	Events lmcache.EventMode
 }
 
 // DefaultOptions returns vLLM's defaults with the simulator's own choices.
@@ -202,6 +205,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 				ChunkSize:     o.LMCache.ChunkSize,
 				MaxBytes:      maxBytes,
 				BytesPerToken: int64(preset.KVBytesPerToken() / preset.TensorParallel),
+				Events:        o.LMCache.Events,
 			}, hasher)
 			if err != nil {
 				return nil, err

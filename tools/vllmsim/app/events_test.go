@@ -16,6 +16,7 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
+	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
 )
 
 // TestKVEventsDescribeCache subscribes to the simulator's KV events with an
@@ -23,21 +24,26 @@ import (
 // workers dial in), decodes them with libs/kvevents, and checks that they
 // describe exactly the blocks the engine and LMCache L1 hold: every stored
 // hash is the chained hash of the token ids sent with it, and replaying all
-// events leaves the same set the caches hold.
+// events leaves the same set the GPU cache holds — and, per LMCache event
+// mode, the same set the L1 holds (full), a superset announcing every
+// resident chunk and no removal (store-only), or nothing (none).
 func TestKVEventsDescribeCache(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		enc       kvevents.Encoding
 		intHashes bool
+		mode      lmcache.EventMode
 	}{
-		{"map encoding, int hashes", kvevents.MapEncoding, true},
-		{"positional encoding, bytes hashes", kvevents.Positional, false},
+		{"map encoding, int hashes, full", kvevents.MapEncoding, true, lmcache.EventsFull},
+		{"positional encoding, bytes hashes, full", kvevents.Positional, false, lmcache.EventsFull},
+		{"map encoding, int hashes, store-only", kvevents.MapEncoding, true, lmcache.EventsStoreOnly},
+		{"map encoding, int hashes, none", kvevents.MapEncoding, true, lmcache.EventsNone},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testKVEvents(t, tc.enc, tc.intHashes) })
+		t.Run(tc.name, func(t *testing.T) { testKVEvents(t, tc.enc, tc.intHashes, tc.mode) })
 	}
 }
 
-func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
+func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool, mode lmcache.EventMode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	sub := zmq4.NewSub(ctx)
@@ -58,6 +64,7 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
 			sub.Addr(), topic)
 		o.KVTransferConfig = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`
 		o.LMCache.ChunkSize = 64
+		o.LMCache.Events = mode
 		o.LMCache.MaxLocalCPUSizeGB = float64(6*64*128<<10) / 1e9 // 6 chunks: forces L1 evictions
 	})
 
@@ -133,6 +140,8 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
 	}
 	full := map[kvevents.BlockHash]blockhash.Hash{} // wire hash → full digest, learnt from stored events
 	live := map[string]map[kvevents.BlockHash]int{"GPU": {}, "CPU": {}}
+	announced := map[kvevents.BlockHash]bool{} // CPU chunks ever stored
+	cpuRemovals := 0
 	for seq := range uint64(len(msgs)) {
 		m, ok := msgs[seq]
 		if !ok {
@@ -166,9 +175,15 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
 					}
 					full[wh] = h
 					live[ev.Medium][wh]++
+					if ev.Medium == "CPU" {
+						announced[wh] = true
+					}
 					parent = h
 				}
 			case kvevents.BlockRemoved:
+				if ev.Medium == "CPU" {
+					cpuRemovals++
+				}
 				for _, wh := range ev.BlockHashes {
 					if live[ev.Medium][wh] == 0 {
 						t.Fatalf("batch %d: %s removal of %v never stored", seq, ev.Medium, wh)
@@ -197,8 +212,27 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool) {
 	for _, h := range s.app.l1.Hashes() {
 		wantCPU[kvpublish.WireHash(h, intHashes)]++
 	}
-	if !sameCounts(live["CPU"], wantCPU) {
-		t.Errorf("CPU: events leave %d chunks, L1 holds %d", len(live["CPU"]), len(wantCPU))
+	switch mode {
+	case lmcache.EventsFull:
+		if !sameCounts(live["CPU"], wantCPU) {
+			t.Errorf("CPU: events leave %d chunks, L1 holds %d", len(live["CPU"]), len(wantCPU))
+		}
+	case lmcache.EventsStoreOnly:
+		if cpuRemovals != 0 {
+			t.Errorf("store-only: %d CPU removals published", cpuRemovals)
+		}
+		for wh := range wantCPU {
+			if !announced[wh] {
+				t.Errorf("store-only: resident chunk %v never announced", wh)
+			}
+		}
+		if len(announced) <= len(wantCPU) {
+			t.Errorf("store-only: %d chunks announced, L1 holds %d; the workload should have evicted some", len(announced), len(wantCPU))
+		}
+	case lmcache.EventsNone:
+		if len(announced) != 0 || cpuRemovals != 0 {
+			t.Errorf("none: %d CPU stores and %d removals published, want none", len(announced), cpuRemovals)
+		}
 	}
 	if s.metric(t, "lmcache:local_cpu_evict_count_total") == 0 {
 		t.Error("workload did not evict from L1; the test lost its point")

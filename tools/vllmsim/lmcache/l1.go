@@ -25,6 +25,37 @@ import (
 // MediumCPU is the Medium of L1 events, as LMCache reports its CPU tier.
 const MediumCPU = "CPU"
 
+// EventMode is what the L1 tells the KV-event stream, after the LMCache
+// release being modelled (docs/simulator.md cites the sources).
+type EventMode string
+
+// Event modes.
+const (
+	// EventsStoreOnly publishes a BlockStored for every chunk stored and
+	// nothing when one is evicted: current LMCache (its KV-event RFC,
+	// LMCache issue #1846, struck eviction from scope; the multi-process
+	// connector's events, PR #5076, are "store-only"). The default, so the
+	// router is tested against what it will meet.
+	EventsStoreOnly EventMode = "store-only"
+	// EventsNone publishes no CPU events at all: LMCache releases before
+	// event support (PR #1959), and combinations that forward only vLLM's
+	// GPU events (LMCache issue #3532).
+	EventsNone EventMode = "none"
+	// EventsFull publishes stores and evictions: a future LMCache, opt-in.
+	EventsFull EventMode = "full"
+)
+
+// ParseEventMode validates a mode's name; "" is the default, store-only.
+func ParseEventMode(s string) (EventMode, error) {
+	switch m := EventMode(s); m {
+	case "":
+		return EventsStoreOnly, nil
+	case EventsStoreOnly, EventsNone, EventsFull:
+		return m, nil
+	}
+	return "", fmt.Errorf("lmcache: unknown event mode %q (want none, store-only or full)", s)
+}
+
 // Config sizes the L1 store.
 type Config struct {
 	// ChunkSize is tokens per chunk (LMCache chunk_size, default 256).
@@ -33,6 +64,8 @@ type Config struct {
 	MaxBytes int64
 	// BytesPerToken is the KV size of one token on this worker (per rank).
 	BytesPerToken int64
+	// Events is what the L1 publishes; "" is EventsStoreOnly.
+	Events EventMode
 }
 
 // Counters are cumulative L1 totals, the sources of LMCache's metrics.
@@ -71,6 +104,11 @@ func New(cfg Config, h *blockhash.Hasher) (*L1, error) {
 	if h == nil {
 		return nil, errors.New("lmcache: nil hasher")
 	}
+	mode, err := ParseEventMode(string(cfg.Events))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Events = mode
 	c := &L1{cfg: cfg, hasher: h, chunkBytes: int64(cfg.ChunkSize) * cfg.BytesPerToken}
 	capacity := int(cfg.MaxBytes / c.chunkBytes)
 	if capacity > 0 {
@@ -127,7 +165,7 @@ func (c *L1) store(tokens []uint32, extra []string) {
 	hashes := c.hasher.Chain(tokens, c.cfg.ChunkSize, extra)
 	stored := kvblock.Event{Kind: kvblock.Stored, BlockSize: c.cfg.ChunkSize, Medium: MediumCPU}
 	flush := func() {
-		if len(stored.Hashes) > 0 {
+		if len(stored.Hashes) > 0 && c.cfg.Events != EventsNone {
 			c.events = append(c.events, stored)
 		}
 	}
@@ -160,10 +198,13 @@ func (c *L1) store(tokens []uint32, extra []string) {
 	flush()
 }
 
-// drainEvicted turns LRU evictions into Removed events; holds c.mu.
+// drainEvicted counts LRU evictions, and turns them into Removed events
+// where the mode publishes them; holds c.mu.
 func (c *L1) drainEvicted() {
 	for _, h := range c.evicted {
-		c.events = append(c.events, kvblock.Event{Kind: kvblock.Removed, Hashes: []blockhash.Hash{h}, BlockSize: c.cfg.ChunkSize, Medium: MediumCPU})
+		if c.cfg.Events == EventsFull {
+			c.events = append(c.events, kvblock.Event{Kind: kvblock.Removed, Hashes: []blockhash.Hash{h}, BlockSize: c.cfg.ChunkSize, Medium: MediumCPU})
+		}
 		c.counters.Evictions++
 	}
 	c.evicted = c.evicted[:0]

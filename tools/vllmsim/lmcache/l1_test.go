@@ -17,11 +17,16 @@ func tokens(seed, n int) []uint32 {
 
 func newL1(t *testing.T, chunks int) *L1 {
 	t.Helper()
+	return newL1Mode(t, chunks, "")
+}
+
+func newL1Mode(t *testing.T, chunks int, mode EventMode) *L1 {
+	t.Helper()
 	h, err := blockhash.New("1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(Config{ChunkSize: 4, MaxBytes: int64(chunks) * 4 * 10, BytesPerToken: 10}, h)
+	c, err := New(Config{ChunkSize: 4, MaxBytes: int64(chunks) * 4 * 10, BytesPerToken: 10, Events: mode}, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,39 +62,84 @@ func TestLookupAfterStore(t *testing.T) {
 	}
 }
 
+// TestLRUEvictionAndEvents checks eviction order and, per event mode, what
+// the events say: full events replay to exactly the resident set;
+// store-only ones to a superset (every resident chunk was announced, no
+// removal ever is); none say nothing.
 func TestLRUEvictionAndEvents(t *testing.T) {
-	c := newL1(t, 3)
-	c.Store(tokens(1, 8), nil) // chunks a0 a1
-	c.Store(tokens(2, 4), nil) // chunk b0 → full
-	c.Lookup(tokens(1, 8), nil)
-	c.Store(tokens(1, 8), nil) // touch a0 a1: b0 is now least recent
-	c.Store(tokens(3, 4), nil) // c0 evicts b0
-	if got := c.Lookup(tokens(2, 4), nil).CPU; got != 0 {
-		t.Errorf("b0 still resident after eviction (hit %d)", got)
+	for _, mode := range []EventMode{EventsFull, EventsStoreOnly, EventsNone} {
+		t.Run(string(mode), func(t *testing.T) {
+			c := newL1Mode(t, 3, mode)
+			c.Store(tokens(1, 8), nil) // chunks a0 a1
+			c.Store(tokens(2, 4), nil) // chunk b0 → full
+			c.Lookup(tokens(1, 8), nil)
+			c.Store(tokens(1, 8), nil) // touch a0 a1: b0 is now least recent
+			c.Store(tokens(3, 4), nil) // c0 evicts b0
+			if got := c.Lookup(tokens(2, 4), nil).CPU; got != 0 {
+				t.Errorf("b0 still resident after eviction (hit %d)", got)
+			}
+			if got := c.Lookup(tokens(1, 8), nil).CPU; got != 8 {
+				t.Errorf("recently used a hit %d tokens, want 8", got)
+			}
+			if got := c.Counters().Evictions; got != 1 {
+				t.Errorf("evictions = %d, want 1", got)
+			}
+			live := map[blockhash.Hash]bool{}
+			removals := 0
+			for _, ev := range c.TakeEvents() {
+				if ev.Medium != MediumCPU || ev.BlockSize != 4 {
+					t.Fatalf("event medium %q block size %d, want CPU and 4", ev.Medium, ev.BlockSize)
+				}
+				if ev.Kind == kvblock.Removed {
+					removals++
+				}
+				for _, h := range ev.Hashes {
+					live[h] = ev.Kind == kvblock.Stored
+				}
+			}
+			n := 0
+			for _, ok := range live {
+				if ok {
+					n++
+				}
+			}
+			resident := c.Hashes()
+			switch mode {
+			case EventsFull:
+				if n != c.Len() || removals != 1 {
+					t.Errorf("events leave %d chunks live (%d removals), store holds %d", n, removals, c.Len())
+				}
+			case EventsStoreOnly:
+				if n != 4 || removals != 0 {
+					t.Errorf("store-only: %d chunks announced, %d removals; want all 4 stores, no removal", n, removals)
+				}
+				for _, h := range resident {
+					if !live[h] {
+						t.Errorf("resident chunk %x never announced", h[:4])
+					}
+				}
+			case EventsNone:
+				if len(live) != 0 {
+					t.Errorf("none: %d chunks announced, want no CPU event", len(live))
+				}
+			}
+		})
 	}
-	if got := c.Lookup(tokens(1, 8), nil).CPU; got != 8 {
-		t.Errorf("recently used a hit %d tokens, want 8", got)
-	}
-	if got := c.Counters().Evictions; got != 1 {
-		t.Errorf("evictions = %d, want 1", got)
-	}
-	live := map[blockhash.Hash]bool{}
-	for _, ev := range c.TakeEvents() {
-		if ev.Medium != MediumCPU || ev.BlockSize != 4 {
-			t.Fatalf("event medium %q block size %d, want CPU and 4", ev.Medium, ev.BlockSize)
+}
+
+func TestParseEventMode(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want EventMode
+		ok   bool
+	}{
+		{"", EventsStoreOnly, true}, {"store-only", EventsStoreOnly, true}, {"none", EventsNone, true},
+		{"full", EventsFull, true}, {"FULL", "", false}, {"stores", "", false},
+	} {
+		got, err := ParseEventMode(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseEventMode(%q) = %q, %v; want %q, ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
-		for _, h := range ev.Hashes {
-			live[h] = ev.Kind == kvblock.Stored
-		}
-	}
-	n := 0
-	for _, ok := range live {
-		if ok {
-			n++
-		}
-	}
-	if n != c.Len() {
-		t.Errorf("events leave %d chunks live, store holds %d", n, c.Len())
 	}
 }
 

@@ -164,7 +164,7 @@ func TestChildren(t *testing.T) {
 	rc := router.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{"--listen=0.0.0.0:8080", "--k8s-namespace=" + ns, "--k8s-selector=kubernetes.io/service-name=e-workers",
 		"--k8s-port=http", "--config=/etc/warmpath/router/config.yaml",
-		"--kv-events-endpoint=tcp://{host}:5557", "--kv-events-replay-endpoint=tcp://{host}:5558", "--log-format=json"}
+		"--kv-events-endpoint=tcp://{host}:5557", "--kv-events-replay-endpoint=tcp://{host}:5558", "--log-format=json", "--kv-cpu-events=store-only", "--kv-cpu-chunk-tokens=256"}
 	if rc.Image != testOptions.RouterImage || strings.Join(rc.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("router %s %q, want %s %q", rc.Image, rc.Args, testOptions.RouterImage, wantArgs)
 	}

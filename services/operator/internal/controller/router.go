@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -102,7 +103,7 @@ func routerConfigMap(iec *v1alpha1.InferenceEndpointConfig) *corev1.ConfigMap {
 // strategy change reaches it without a restart.
 func routerArgs(iec *v1alpha1.InferenceEndpointConfig) []string {
 	_, portName := workerPort(iec)
-	return []string{
+	args := []string{
 		fmt.Sprintf("--listen=0.0.0.0:%d", routerPort),
 		"--k8s-namespace=" + iec.Namespace,
 		"--k8s-selector=kubernetes.io/service-name=" + WorkerServiceName(iec),
@@ -114,6 +115,16 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig) []string {
 		fmt.Sprintf("--kv-events-replay-endpoint=tcp://{host}:%d", KVReplayPort),
 		"--log-format=json",
 	}
+	// LMCache (>= 0.4.3, which the KVEventsUsable condition asks for)
+	// announces the chunks it stores in CPU RAM but never their eviction:
+	// the router keeps its view of each worker's L1 within the L1's size,
+	// in tokens, and in LMCache's chunks.
+	args = append(args, "--kv-cpu-events=store-only",
+		"--kv-cpu-chunk-tokens="+strconv.Itoa(int(int32Or(iec.Spec.KVCacheSpec.ChunkSize, 256))))
+	if t := offloadCapacityTokens(iec.Spec.KVCacheSpec); t > 0 {
+		args = append(args, "--kv-cpu-capacity-tokens="+strconv.FormatInt(t, 10))
+	}
+	return args
 }
 
 func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.Deployment {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -10,18 +11,45 @@ import (
 	"github.com/warmpath/warmpath/services/operator/api/v1alpha1"
 )
 
-func TestRouterConfigCountsL1ForPrefixAware(t *testing.T) {
-	tests := []struct {
-		name string
-		kv   v1alpha1.KVCacheSpec
-		want int64 // prefixAware.offloadCapacityTokens; 0: not set
-	}{
-		{"model KV size unknown", v1alpha1.KVCacheSpec{L1CacheSizeGB: ptr.To[int32](5)}, 0},
-		{"default L1 of 5 GB, 8B model", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072)}, 38146},
-		{"L1 of 20 GB", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072), L1CacheSizeGB: ptr.To[int32](20)}, 152587},
-		{"L1 off", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072), EnableL1Cache: ptr.To(false)}, 0},
+// l1Cases are KV cache specs and the L1 size in tokens the router is given.
+var l1Cases = []struct {
+	name string
+	kv   v1alpha1.KVCacheSpec
+	want int64 // tokens; 0: not set
+}{
+	{"model KV size unknown", v1alpha1.KVCacheSpec{L1CacheSizeGB: ptr.To[int32](5)}, 0},
+	{"default L1 of 5 GB, 8B model", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072)}, 38146},
+	{"L1 of 20 GB", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072), L1CacheSizeGB: ptr.To[int32](20)}, 152587},
+	{"L1 off", v1alpha1.KVCacheSpec{KVBytesPerToken: ptr.To[int64](131072), EnableL1Cache: ptr.To(false)}, 0},
+}
+
+// TestRouterArgsBoundTheL1View: the router keeps its view of each
+// worker's store-only L1 within the L1's size, in LMCache's chunks.
+func TestRouterArgsBoundTheL1View(t *testing.T) {
+	for _, tt := range l1Cases {
+		t.Run(tt.name, func(t *testing.T) {
+			iec := &v1alpha1.InferenceEndpointConfig{}
+			iec.Spec.KVCacheSpec = tt.kv
+			iec.Spec.KVCacheSpec.ChunkSize = ptr.To[int32](512)
+			args := strings.Join(routerArgs(iec), " ")
+			for _, want := range []string{"--kv-cpu-events=store-only", "--kv-cpu-chunk-tokens=512"} {
+				if !strings.Contains(args, want) {
+					t.Errorf("router args %s lack %s", args, want)
+				}
+			}
+			capacity := "--kv-cpu-capacity-tokens="
+			if tt.want > 0 {
+				capacity += strconv.FormatInt(tt.want, 10)
+			}
+			if strings.Contains(args, capacity) != (tt.want > 0) {
+				t.Errorf("router args %s: want capacity %d", args, tt.want)
+			}
+		})
 	}
-	for _, tt := range tests {
+}
+
+func TestRouterConfigCountsL1ForPrefixAware(t *testing.T) {
+	for _, tt := range l1Cases {
 		t.Run(tt.name, func(t *testing.T) {
 			iec := &v1alpha1.InferenceEndpointConfig{}
 			iec.Spec.KVCacheSpec = tt.kv

@@ -66,9 +66,12 @@ func run() error {
 	fs.Uint64Var(&kv.MaxFrameBytes, "kv-events-max-frame-bytes", zmtpguard.DefaultMaxFrame, "largest ZMTP frame a KV-event or replay peer may announce; a peer announcing more is disconnected before anything is allocated")
 	fs.Uint64Var(&kv.MaxMessageBytes, "kv-events-max-message-bytes", zmtpguard.DefaultMaxMessage, "largest KV-event message (all its frames, plus 32 bytes per frame) a peer may send")
 	fs.DurationVar(&kv.HandshakeTimeout, "kv-events-handshake-timeout", zmtpguard.DefaultHandshakeTimeout, "time a KV-event or replay peer has for its ZMTP handshake")
+	cpuEvents := fs.String("kv-cpu-events", "store-only", "what workers' LMCache CPU tier (L1) publishes: store-only (current LMCache: stores, never evictions; the router keeps a view bounded by --kv-cpu-capacity-tokens), none (nothing: learnt from the router's own decisions) or full (stores and evictions)")
+	fs.IntVar(&kv.Tiers[kvindex.CPU].CapacityTokens, "kv-cpu-capacity-tokens", 0, "each worker's LMCache L1 in tokens (max_local_cpu_size over the model's KV bytes per token); the router's view of it never holds more. 0: unknown (store-only views are then bounded only by --kv-index-max-worker-blocks, and none learns nothing)")
+	fs.IntVar(&kv.Tiers[kvindex.CPU].ChunkTokens, "kv-cpu-chunk-tokens", 256, "LMCache's chunk_size, the unit --kv-cpu-events=none learns in")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
-	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 72 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
+	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 88 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
 	var rc kvredis.Config
 	fs.DurationVar(&rc.Timeout, "kv-index-redis-timeout", 200*time.Millisecond, "timeout of one Redis lookup (commits and clear chunks get 4x)")
 	fs.IntVar(&rc.BreakerFailures, "kv-index-redis-breaker-failures", 5, "Redis calls failing in a row that open the breaker (lookups then use this replica's own index)")
@@ -130,6 +133,14 @@ func run() error {
 			return nil
 		}
 		return err
+	}
+	cpuSource, err := kvindex.ParseEventSource(*cpuEvents)
+	if err != nil {
+		return fmt.Errorf("--kv-cpu-events: %w", err)
+	}
+	kv.Tiers[kvindex.CPU].Events = cpuSource
+	if kv.Tiers[kvindex.CPU].CapacityTokens < 0 || kv.Tiers[kvindex.CPU].ChunkTokens < 1 {
+		return errors.New("--kv-cpu-capacity-tokens must not be negative and --kv-cpu-chunk-tokens must be positive")
 	}
 	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
 	if err != nil {

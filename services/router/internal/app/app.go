@@ -226,7 +226,7 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	}
 	var opts []strategy.Option
 	if a.kvsubs.Enabled() {
-		opts = append(opts, strategy.WithIndex(a.index))
+		opts = append(opts, strategy.WithIndex(a.index), strategy.WithRouteNotes(a.kvsubs))
 	}
 	s, err := strategy.New(f.Config, opts...)
 	if err != nil {

@@ -61,6 +61,12 @@ type Config struct {
 	MaxFrameBytes, MaxMessageBytes uint64
 	// HandshakeTimeout bounds a peer's ZMTP handshake (10s).
 	HandshakeTimeout time.Duration
+	// Tiers says how each tier of every worker is known: from full events
+	// (vLLM's GPU cache), from stores alone with a view bounded by the
+	// tier's capacity (current LMCache's CPU tier), or from the router's
+	// own routing (an LMCache that publishes nothing). The zero value
+	// trusts every tier's events to report removals.
+	Tiers [kvindex.NumTiers]kvindex.TierPolicy
 }
 
 // Worker is what the subscriber needs to know about a worker.
@@ -118,6 +124,9 @@ type subscription struct {
 	// used only by the listener goroutine.
 	worker Worker
 	feed   *kvindex.Feed
+	// kw is the worker's index state once its feed exists, for routing
+	// notes and /debug/endpoints from other goroutines.
+	kw atomic.Pointer[kvindex.Worker]
 	// restarted is set by Restarted and taken by the goroutine feeding
 	// the worker, which restarts its feed before the next message.
 	restarted atomic.Bool
@@ -310,6 +319,36 @@ type Health struct {
 	// LastRejection says why the latest was refused.
 	Rejected      uint64             `json:"rejectedEvents"`
 	LastRejection *kvindex.Rejection `json:"lastRejection,omitempty"`
+	// Tiers is the router's view of each tier: blocks and tokens known,
+	// where the knowledge comes from, the capacity it is kept within.
+	Tiers map[string]kvindex.TierView `json:"tiers,omitempty"`
+}
+
+// newWorker is the index state of one worker, with the configured tier
+// policies, published on s for Routed and Health.
+func (m *Manager) newWorker(s *subscription, url, model string) *kvindex.Worker {
+	w := kvindex.NewWorker(m.idx, url, model, s.counters)
+	for t, p := range m.cfg.Tiers {
+		w.SetTier(kvindex.Tier(t), p)
+	}
+	s.kw.Store(w)
+	return w
+}
+
+// Routed tells worker's index state that the router sent it a prompt of
+// these block keys (kvaware's decision), so views of tiers that do not
+// report removals, or nothing, stay in LMCache's order. Safe for
+// concurrent use; a worker not subscribed yet is skipped.
+func (m *Manager) Routed(worker string, keys []uint64) {
+	m.mu.Lock()
+	s := m.subs[worker]
+	m.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if w := s.kw.Load(); w != nil {
+		w.Routed(keys)
+	}
 }
 
 // Health returns each subscribed worker's stream state.
@@ -324,6 +363,13 @@ func (m *Manager) Health() map[string]Health {
 		c := s.counters
 		h.Events, h.Gaps, h.Replays, h.Lost = c.Events.Load(), c.Gaps.Load(), c.Replays.Load(), c.Lost.Load()
 		h.Restarts, h.Errors = c.Restarts.Load(), c.DecodeErrors.Load()
+		if w := s.kw.Load(); w != nil {
+			tv := w.Tiers()
+			h.Tiers = make(map[string]kvindex.TierView, len(tv))
+			for t, v := range tv {
+				h.Tiers[kvindex.Tier(t).String()] = v
+			}
+		}
 		h.Rejected, h.LastRejection = c.Rejected(), c.LastRejection()
 		out[u] = h
 	}
@@ -370,7 +416,7 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	feed := kvindex.NewFeed(kvindex.NewWorker(m.idx, workerURL, model, s.counters), replay)
+	feed := kvindex.NewFeed(m.newWorker(s, workerURL, model), replay)
 	wait := m.cfg.RetryInterval
 	for ctx.Err() == nil {
 		err := m.subscribe(ctx, endpoint, feed, s, log)
@@ -525,7 +571,7 @@ func (m *Manager) Listen(ctx context.Context) error {
 					replay = replayer{endpoint: zmtpguard.Endpoint(m.scheme, re), timeout: m.cfg.ReplayTimeout}
 				}
 			}
-			s.feed = kvindex.NewFeed(kvindex.NewWorker(m.idx, url, ms[0], s.counters), replay)
+			s.feed = kvindex.NewFeed(m.newWorker(s, url, ms[0]), replay)
 			s.conn.set(true, nil)
 		}
 		s.conn.mu.Lock()

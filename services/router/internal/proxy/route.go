@@ -28,6 +28,12 @@ func (s *Server) route(x *exchange) outcome {
 		x.span.SetAttributes(attribute.String("warmpath.strategy", x.strategy), attribute.String("warmpath.worker", c.ep.URL),
 			attribute.Int("warmpath.match_chunks", c.dec.MatchedChunks), attribute.Int("warmpath.prompt_chunks", c.dec.TotalChunks),
 			attribute.Int("warmpath.attempt", len(x.tries)))
+		// What an operator checks routing by (--log-level debug): where the
+		// request went and which cache tier the strategy credited.
+		x.log().Debug("routed", "worker", c.ep.URL, "strategy", x.strategy, "attempt", len(x.tries),
+			"matched_blocks", c.dec.MatchedChunks, "prompt_blocks", c.dec.TotalChunks,
+			"gpu_blocks", c.dec.TierBlocks[0], "cpu_blocks", c.dec.TierBlocks[1], "l2_blocks", c.dec.TierBlocks[2],
+			"prefill_tokens", c.dec.PrefillTokens)
 		// forward returns once the first body byte is in (or the attempt
 		// failed): the worker's prefill of this prompt is over either way.
 		prefillDone := c.ep.StartPrefill(c.dec.PrefillTokens)
