@@ -85,11 +85,16 @@ type Option func(*deps)
 type deps struct {
 	index BlockIndex
 	notes RouteNoter
+	l2    L2View
 }
 
 // WithIndex gives kvaware the KV index the router's event subscriber
 // maintains.
 func WithIndex(idx BlockIndex) Option { return func(d *deps) { d.index = idx } }
+
+// WithL2 gives kvaware the shared L2's own account of what it holds (the
+// cache server's event stream), credited to every worker alike.
+func WithL2(v L2View) Option { return func(d *deps) { d.l2 = v } }
 
 // WithRouteNotes gives kvaware where to report its decisions, so the
 // index's views of tiers that do not report removals (or anything) follow
@@ -117,7 +122,7 @@ func New(cfg Config, opts ...Option) (Strategy, error) {
 			return nil, errorf("strategy kvaware needs the KV event index: start the router with --kv-events-endpoint")
 		}
 		k := NewKVAware(cfg.KVAware, cfg.LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard))
-		k.notes = d.notes
+		k.notes, k.l2 = d.notes, d.l2
 		return k, nil
 	default:
 		return NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard), nil

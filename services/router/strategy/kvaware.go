@@ -102,6 +102,7 @@ type KVAware struct {
 	guard    LoadGuard
 	fallback *PrefixAware
 	notes    RouteNoter // nil: decisions are not reported
+	l2       L2View     // nil: the L2 is known from workers' events only
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -113,6 +114,13 @@ type KVAware struct {
 type BlockIndex interface {
 	Lookup(keys []uint64, workers []string, out []kvindex.Match) []kvindex.Match
 	Stats() kvindex.Stats
+}
+
+// L2View is the shared L2's own account of what it holds.
+type L2View interface {
+	// Leading returns how many leading tokens of a prompt for model the
+	// L2 holds, in whole chunks; 0 when it holds none or is not known.
+	Leading(model string, tokens []uint32) int
 }
 
 // RouteNoter takes kvaware's decisions: the worker a prompt of these
@@ -197,6 +205,17 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 			blocks[i] = bs
 		}
 		k.mu.Unlock()
+	}
+	if k.l2 != nil {
+		// The L2 serves every worker alike: a worker holding less of the
+		// prompt locally fetches the rest from it instead of computing it.
+		if l2 := k.l2.Leading(req.Model, req.TokenIDs); l2 > 0 {
+			for i := range matches {
+				if b := l2 / blocks[i]; b > matches[i].Any {
+					matches[i].Any = b
+				}
+			}
+		}
 	}
 	tokens := float64(len(req.TokenIDs))
 	cost := func(i int) float64 {

@@ -175,3 +175,53 @@ func TestKVAwarePrefillTokensAndQueueWeight(t *testing.T) {
 		})
 	}
 }
+
+// fixedL2 is an L2 holding the first n tokens of every prompt of model.
+type fixedL2 struct {
+	model string
+	n     int
+}
+
+func (f fixedL2) Leading(model string, tokens []uint32) int {
+	if model != f.model {
+		return 0
+	}
+	return min(f.n, len(tokens))
+}
+
+// routeNotes records kvaware's decisions.
+type routeNotes map[string]int
+
+func (r routeNotes) Routed(worker string, keys []uint64) { r[worker] += len(keys) }
+
+// TestKVAwareL2AndRouteNotes: a prefix only the shared L2 holds is credited
+// to every worker as L2 blocks (so a busy worker holding part of it in GPU
+// loses to an idle one fetching it all from L2), the decision says which
+// tier it credited, and the chosen worker is told the prompt's keys.
+func TestKVAwareL2AndRouteNotes(t *testing.T) {
+	prompt := tokenIDs(3, 16*32)
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	x := kvindex.New(1 << 10)
+	e := kvEPs(2, 0)
+	x.Add(e[0].ID, kvindex.GPU, keys[:8])
+	notes := routeNotes{}
+	s, err := New(Config{Name: NameKVAware}, WithIndex(x), WithL2(fixedL2{"m", 16 * 32}), WithRouteNotes(notes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Endpoint != e[1].ID || d.TierBlocks != [3]int{0, 0, 32} || d.PrefillTokens != 0 {
+		t.Fatalf("decision %+v: want the idle worker, all 32 blocks credited to L2, nothing to prefill", d)
+	}
+	if notes[e[1].ID] != 32 || len(notes) != 1 {
+		t.Fatalf("route notes %v: want the chosen worker told its 32 keys", notes)
+	}
+	// Another model's prompt is not credited.
+	d, _ = s.Pick(&Request{Model: "other", TokenIDs: prompt}, kvEPs(0, 0))
+	if d.TierBlocks[2] != 0 {
+		t.Fatalf("another model's prompt credited with L2 blocks: %+v", d)
+	}
+}

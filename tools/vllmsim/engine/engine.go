@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )

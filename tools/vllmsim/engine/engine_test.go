@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )

@@ -11,7 +11,7 @@ package kvblock
 import (
 	"errors"
 
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 )
 
 // ID identifies a block in the pool, 0 ≤ ID < NumBlocks.

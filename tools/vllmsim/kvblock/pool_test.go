@@ -3,7 +3,7 @@ package kvblock
 import (
 	"testing"
 
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 )
 
 func hashOf(b byte) blockhash.Hash {

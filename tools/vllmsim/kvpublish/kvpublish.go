@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2/simplelru"
 
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 )

@@ -3,7 +3,7 @@ package lmcache
 import (
 	"testing"
 
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/libs/testwait"
-	"github.com/warmpath/warmpath/tools/vllmsim/blockhash"
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/l2remote"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
 )

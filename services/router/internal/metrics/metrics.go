@@ -22,6 +22,7 @@ type Metrics struct {
 	Duration         *prometheus.HistogramVec // strategy
 	DecisionDuration *prometheus.HistogramVec // strategy
 	MatchRatio       *prometheus.HistogramVec // strategy
+	CreditedBlocks   *prometheus.CounterVec   // strategy, tier
 	Retries          *prometheus.CounterVec   // reason
 	Rejections       *prometheus.CounterVec   // reason
 	Ejections        *prometheus.CounterVec   // worker
@@ -83,6 +84,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Help:    "Fraction of the prompt's chunks believed cached on the chosen worker (cache-aware strategies).",
 			Buckets: []float64{0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1},
 		}, []string{"strategy"}),
+		CreditedBlocks: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_credited_blocks_total",
+			Help: "Prompt blocks a cache-aware strategy believed cached on the worker it chose, by the tier credited (gpu, cpu: LMCache L1, l2: the shared cache); kvaware only.",
+		}, []string{"strategy", "tier"}),
 		Retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_retries_total",
 			Help: "Requests retried on another worker before any byte reached the client, by reason (connect_error, refused, upstream_reset, upstream_5xx; which are retried is --retry-on).",

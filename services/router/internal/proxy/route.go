@@ -139,8 +139,16 @@ func (s *Server) pick(x *exchange, eps []strategy.Endpoint) (strategy.Decision, 
 		x.strategy = dec.Strategy
 	}
 	s.metrics.MatchRatio.WithLabelValues(x.strategy).Observe(dec.MatchRatio)
+	for t, n := range dec.TierBlocks {
+		if n > 0 {
+			s.metrics.CreditedBlocks.WithLabelValues(x.strategy, tierName(t)).Add(float64(n))
+		}
+	}
 	return dec, nil
 }
+
+// tierName labels Decision.TierBlocks[i].
+func tierName(i int) string { return [...]string{"gpu", "cpu", "l2"}[i] }
 
 // unrouted answers a request choose found no worker for: with the last
 // attempt's failure when there was one.
