@@ -170,9 +170,16 @@ bench-cacheserver-memory: ## cache server peak RSS under 64-connection PUT/GET c
 # default, 5 GB, is a placeholder; docs/benchmarks.md has both).
 ROUTING_L1_GB ?= 100
 
+# What the simulated LMCache L1 publishes (docs/simulator.md): store-only is
+# current LMCache and the default; none and full bound kvaware's knowledge
+# from below and above.
+ROUTING_L1_EVENTS := store-only none full
+
 .PHONY: bench-routing
-bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every strategy, 8 workers -> bench/results/routing_<trace>.json
-	$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 --l1-gb $(ROUTING_L1_GB) $(if $(TRACE),--trace $(TRACE))
+bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every strategy, each L1 event mode, 8 workers -> bench/results/routing_<trace>_<mode>.json
+	for mode in $(ROUTING_L1_EVENTS); do \
+		$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 --l1-gb $(ROUTING_L1_GB) --l1-events $$mode $(if $(TRACE),--trace $(TRACE)); \
+	done
 
 # The generated workload shapes (docs/benchmarks.md, "Workloads") that show
 # the strategies are not tuned to the trace; des names each report after its
@@ -180,7 +187,7 @@ bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every 
 ROUTING_SHAPES := many-short-chats few-long-docs bursty-fanout skewed-popularity
 
 .PHONY: bench-routing-shapes
-bench-routing-shapes: ## des mode on each generated workload shape, every strategy, 8 workers -> bench/results/routing_<shape>.json
+bench-routing-shapes: ## des mode on each generated workload shape, every strategy, 8 workers, store-only L1 events -> bench/results/routing_<shape>_store-only.json
 	for shape in $(ROUTING_SHAPES); do \
 		$(GO) run ./tools/cmd/warmpath-bench des --workload $$shape --workers 8 --l1-gb $(ROUTING_L1_GB); \
 	done

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,9 +35,12 @@ type block struct {
 // that a removal the router never saw (a lost batch) cannot keep an entry
 // forever, it is also bounded (MaxWorkerBlocks): beyond it the least
 // recently stored or used block is forgotten, and taken out of the index
-// too, which costs a future match, never correctness. Not safe for
-// concurrent use: one goroutine feeds one worker.
+// too, which costs a future match, never correctness. One goroutine feeds
+// one worker; Routed, Tiers and Held may be called from any.
 type Worker struct {
+	// mu guards the state below against Held, the one reader outside the
+	// feeding goroutine; uncontended otherwise.
+	mu     sync.Mutex
 	sink   Sink
 	change Change // the batch being applied
 	name   string
@@ -164,6 +168,8 @@ func (w *Worker) Stats() *Counters { return w.stats }
 // sink as one change (seq and hash name the batch, for sinks shared by
 // several routers).
 func (w *Worker) Apply(b kvevents.Batch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.begin()
 	w.apply(b)
 	w.commit(0, 0)
@@ -196,6 +202,12 @@ func (w *Worker) apply(b kvevents.Batch) {
 		case kvevents.AllBlocksCleared:
 			w.cleared()
 		}
+	}
+	// Capacity is enforced once the whole batch is in: within one, a tier
+	// that reports removals announces a store before the eviction it
+	// caused, and the view must not evict in its own order meanwhile.
+	for t := range NumTiers {
+		w.fit(t)
 	}
 }
 
@@ -253,9 +265,8 @@ func (w *Worker) stored(ev *kvevents.BlockStored) {
 	if len(added) > 0 {
 		w.change.Ops = append(w.change.Ops, Op{Kind: OpAdd, Tier: tier, Keys: added})
 	}
-	// After the add, so the index sees an evicted or forgotten block's
-	// removal after its store.
-	w.fit(tier)
+	// After the add, so the index sees a forgotten block's removal after
+	// its store.
 	w.shrink()
 }
 
@@ -310,6 +321,8 @@ func (w *Worker) cleared() {
 // batch, so a restarted worker that has published nothing yet is not
 // credited with its old process's blocks.
 func (w *Worker) Reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	clear(w.slots)
 	w.blocks = w.blocks[:1]
 	w.blocks[0] = block{}
@@ -529,6 +542,8 @@ func (f *Feed) apply(m kvevents.Message) {
 	b, err := kvevents.DecodeBatch(m.Payload)
 	f.next = m.Seq + 1
 	f.lastHash = xxhash.Sum64(m.Payload)
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
 	f.w.begin()
 	if err != nil {
 		f.w.stats.DecodeErrors.Add(1)

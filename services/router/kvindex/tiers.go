@@ -334,6 +334,21 @@ func (w *Worker) Tiers() [NumTiers]TierView {
 	return [NumTiers]TierView{}
 }
 
+// Held returns the engine hashes (their 64-bit form, as the worker's
+// events carry them) of the blocks the view holds in tier t: what an
+// operator or a test compares with the worker's own cache.
+func (w *Worker) Held(t Tier) []uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]uint64, 0, w.held[t])
+	for h, s := range w.slots {
+		if w.blocks[s].refs[t] > 0 && h^learnedMark != w.blocks[s].key {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // publishView snapshots the tiers' views for Tiers; on the feed goroutine.
 func (w *Worker) publishView() {
 	var out [NumTiers]TierView

@@ -150,3 +150,24 @@ func TestParseEventSource(t *testing.T) {
 		t.Error("ParseEventSource accepted an unknown mode")
 	}
 }
+
+// TestFullTierCapacityWaitsForTheBatch: a tier that reports removals
+// announces a store before the eviction it caused, in the same batch; the
+// view must not evict by its own (different) order in between, or it
+// drops a chunk the worker still holds.
+func TestFullTierCapacityWaitsForTheBatch(t *testing.T) {
+	x, w := shadowWorker(t, EventsFull, 2)
+	a, ka := cpuChunks(seq(8, 100), 100)
+	b, kb := cpuChunks(seq(8, 200), 200)
+	c, kc := cpuChunks(seq(8, 300), 300)
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{a, b}})
+	w.Routed(ka) // the view now takes b for the least recently used...
+	// ...but the worker evicted a, and says so after storing c.
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{c, removed([]uint64{101}, "CPU")}})
+	if local(x, ka) != 0 || local(x, kb) != 2 || local(x, kc) != 2 {
+		t.Fatalf("a %d, b %d, c %d CPU blocks; want the worker's own set: b and c", local(x, ka), local(x, kb), local(x, kc))
+	}
+	if v := w.Tiers()[CPU]; v.Evicted != 0 {
+		t.Errorf("the view evicted %d blocks itself; the batch's removal sufficed", v.Evicted)
+	}
+}

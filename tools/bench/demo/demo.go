@@ -133,7 +133,8 @@ func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tieri
 	st, err := stack.Start(ctx, stack.Config{
 		BinDir: cfg.BinDir, LogDir: dir, Model: cfg.Model, Workers: cfg.Workers, Strategy: strategy, L2: tier.L2,
 		SimArgs: cfg.SimArgs, SimEnv: cfg.SimEnv, TimeScale: cfg.TimeScale, CacheBytes: cfg.CacheBytes,
-		RouterConfig: routerConfig(strategy, cfg.OffloadCapacityTokens, cfg.LoadGuardWindow),
+		RouterConfig:     routerConfig(strategy, cfg.OffloadCapacityTokens, cfg.LoadGuardWindow),
+		L1CapacityTokens: cfg.OffloadCapacityTokens,
 	})
 	if err != nil {
 		return report.Run{}, err

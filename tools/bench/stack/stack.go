@@ -40,6 +40,10 @@ type Config struct {
 	// RouterConfig, when set, is the router's routing file (JSON or YAML);
 	// Strategy is then the file's strategy.
 	RouterConfig string
+	// L1CapacityTokens is each worker's LMCache L1 in tokens: kvaware's
+	// router keeps its view of the L1 within it (--kv-cpu-capacity-tokens),
+	// as the operator configures it; 0 leaves it unknown.
+	L1CapacityTokens int
 	// ReadyTimeout bounds each process's start (30s when zero).
 	ReadyTimeout time.Duration
 }
@@ -140,6 +144,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if kvaware {
 		argv = append(argv, "--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
 			"--tokenizer-local", cfg.Model+"=cl100k_base")
+		if cfg.L1CapacityTokens > 0 {
+			argv = append(argv, "--kv-cpu-capacity-tokens", strconv.Itoa(cfg.L1CapacityTokens))
+		}
 	}
 	r, err := s.start(ctx, cfg, "router", argv, nil)
 	if err != nil {

@@ -278,6 +278,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		ServedModelNames: o.ServedModelNames, ModelRoot: o.Model, MaxModelLen: o.MaxModelLen,
 		Tokenizer: tok, Generator: a.rt,
 		Metrics:                   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		LMCacheL1:                 a.l1Handler(),
 		DefaultChatMaxTokens:      o.DefaultChatMaxTokens,
 		EnablePromptTokensDetails: o.EnablePromptTokensDetails,
 		MaxBodyBytes:              o.MaxBodyBytes, Version: Version, Log: o.Log,
@@ -290,6 +291,26 @@ func New(ctx context.Context, o Options) (*App, error) {
 		"block_size", o.BlockSize, "prefix_caching", o.EnablePrefixCaching, "lmcache_l1", a.l1 != nil, "lmcache_remote", o.LMCache.RemoteURL,
 		"kv_events", a.pub != nil, "time_scale", o.TimeScale)
 	return a, nil
+}
+
+// l1Handler serves the L1's resident chunks as the KV events name them
+// (the wire form of each hash, as an unsigned integer), its capacity and
+// its event mode; nil without an L1.
+func (a *App) l1Handler() http.Handler {
+	if a.l1 == nil {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hs := a.l1.Hashes()
+		chunks := make([]uint64, len(hs))
+		for i, h := range hs {
+			chunks[i] = kvpublish.WireHash(h, a.opts.KVEventsIntHashes).Uint64()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"chunks": chunks, "capacity_chunks": a.l1.CapacityChunks(), "chunk_tokens": a.l1.ChunkTokens(), "events": a.opts.LMCache.Events,
+		})
+	})
 }
 
 // openRemote connects the LMCache L2 named by --lmcache-remote-url behind

@@ -123,6 +123,12 @@ func New(cfg Config, h *blockhash.Hasher) (*L1, error) {
 	return c, nil
 }
 
+// CapacityChunks is how many chunks the L1 holds at most.
+func (c *L1) CapacityChunks() int { return int(c.cfg.MaxBytes / c.chunkBytes) }
+
+// ChunkTokens is tokens per chunk (LMCache's chunk_size).
+func (c *L1) ChunkTokens() int { return c.cfg.ChunkSize }
+
 // ChunkBytes is the size of one stored chunk.
 func (c *L1) ChunkBytes() int64 { return c.chunkBytes }
 

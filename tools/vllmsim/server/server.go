@@ -43,6 +43,10 @@ type Config struct {
 	Generator   Generator
 	// Metrics serves /metrics.
 	Metrics http.Handler
+	// LMCacheL1 serves /debug/lmcache/l1, the L1's resident chunks (nil:
+	// no L1); a simulator-only page, for tests checking what a router
+	// believes against what the worker holds.
+	LMCacheL1 http.Handler
 	// DefaultCompletionMaxTokens applies to /v1/completions without
 	// max_tokens (16, as in OpenAI and vLLM).
 	DefaultCompletionMaxTokens int
@@ -98,6 +102,9 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /reset_prefix_cache", s.resetPrefixCache)
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	if cfg.LMCacheL1 != nil {
+		s.mux.Handle("GET /debug/lmcache/l1", cfg.LMCacheL1)
 	}
 	return s, nil
 }

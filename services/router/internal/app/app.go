@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
@@ -186,6 +188,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.server.SetTokenizer(tok)
 	a.server.SetKVState(a.kvState)
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+	a.server.Handle(http.MethodGet, "/debug/kv/held", http.HandlerFunc(a.debugHeld))
 
 	// Health transitions are logged by the prober and exported from the
 	// pool at scrape time; the app observes restarts.
@@ -277,6 +280,30 @@ func (a *App) kvState() map[string]any {
 		}
 	}
 	return out
+}
+
+// debugHeld answers /debug/kv/held?worker=<url>&tier=<gpu|cpu|l2>: the
+// engine block hashes (decimal, as the worker's events carry them) the
+// router believes the worker holds in that tier, to compare with the
+// worker's own cache.
+func (a *App) debugHeld(w http.ResponseWriter, r *http.Request) {
+	tier := -1
+	for t := range kvindex.NumTiers {
+		if t.String() == r.URL.Query().Get("tier") {
+			tier = int(t)
+		}
+	}
+	if tier < 0 {
+		openai.WriteError(w, openai.ParamErrorf("tier", "tier must be gpu, cpu or l2"))
+		return
+	}
+	held, ok := a.kvsubs.Held(r.URL.Query().Get("worker"), kvindex.Tier(tier))
+	if !ok {
+		openai.WriteError(w, openai.Errorf(http.StatusNotFound, "no KV event state for worker %q", r.URL.Query().Get("worker")))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"hashes": held})
 }
 
 // Strategy names the routing strategy in force.

@@ -309,6 +309,7 @@ type Health struct {
 	Connected bool      `json:"connected"`
 	LastEvent time.Time `json:"lastEvent,omitzero"`
 	LastError string    `json:"lastError,omitempty"`
+	Batches   uint64    `json:"batches"`
 	Events    uint64    `json:"events"`
 	Gaps      uint64    `json:"gaps"`
 	Replays   uint64    `json:"replays"`
@@ -351,6 +352,22 @@ func (m *Manager) Routed(worker string, keys []uint64) {
 	}
 }
 
+// Held returns the engine hashes the router's view of worker holds in
+// tier (nil, false for a worker without a feed yet).
+func (m *Manager) Held(worker string, tier kvindex.Tier) ([]uint64, bool) {
+	m.mu.Lock()
+	s := m.subs[worker]
+	m.mu.Unlock()
+	if s == nil {
+		return nil, false
+	}
+	w := s.kw.Load()
+	if w == nil {
+		return nil, false
+	}
+	return w.Held(tier), true
+}
+
 // Health returns each subscribed worker's stream state.
 func (m *Manager) Health() map[string]Health {
 	m.mu.Lock()
@@ -361,7 +378,7 @@ func (m *Manager) Health() map[string]Health {
 		h := Health{Connected: s.conn.connected, LastEvent: s.conn.lastEvent, LastError: s.conn.lastErr}
 		s.conn.mu.Unlock()
 		c := s.counters
-		h.Events, h.Gaps, h.Replays, h.Lost = c.Events.Load(), c.Gaps.Load(), c.Replays.Load(), c.Lost.Load()
+		h.Batches, h.Events, h.Gaps, h.Replays, h.Lost = c.Batches.Load(), c.Events.Load(), c.Gaps.Load(), c.Replays.Load(), c.Lost.Load()
 		h.Restarts, h.Errors = c.Restarts.Load(), c.DecodeErrors.Load()
 		if w := s.kw.Load(); w != nil {
 			tv := w.Tiers()
