@@ -1,6 +1,7 @@
 package chatjinja
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -132,4 +133,33 @@ func FuzzParseFile(f *testing.F) {
 			_, _ = tmpl.Render([]chattemplate.Message{{Role: "user", Content: "x"}}, true)
 		}
 	})
+}
+
+// TestConcurrentRender: one template serves every request at once (run
+// with -race).
+func TestConcurrentRender(t *testing.T) {
+	tmpl, err := Load(filepath.Join("testdata", "tokenizer_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := tmpl.Render([]chattemplate.Message{{Role: "user", Content: "x"}}, true)
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			var err error
+			for i := range 50 {
+				got, rerr := tmpl.Render([]chattemplate.Message{{Role: "user", Content: "x"}}, i%2 == 0 || g < 0)
+				if rerr != nil || (i%2 == 0 && got != want) {
+					err = fmt.Errorf("render %d: %q, %v", i, got, rerr)
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -236,3 +236,42 @@ func randomMessages(rng *rand.Rand, n int) []strategy.Message {
 	}
 	return msgs
 }
+
+// BenchmarkTokenizeChat: a multi-round chat's next turn (a long system
+// prompt, four rounds of history), tokenized whole or on the previous
+// turn's cached prefix.
+func BenchmarkTokenizeChat(b *testing.B) {
+	local, err := ParseLocal("m=cl100k_base:llama3")
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := []strategy.Message{{Role: "system", Content: strings.Repeat("You answer questions about the policy below. ", 100)}}
+	for r := range 4 {
+		msgs = append(msgs, strategy.Message{Role: "user", Content: strings.Repeat(fmt.Sprintf("question %d about clause %d? ", r, r), 20)},
+			strategy.Message{Role: "assistant", Content: strings.Repeat("the answer is in the clause. ", 10)})
+	}
+	prev := &strategy.Request{Model: "m", Messages: msgs}
+	next := &strategy.Request{Model: "m", Messages: append(slices.Clone(msgs), strategy.Message{Role: "user", Content: "and then?"})}
+	for _, tt := range []struct {
+		name  string
+		reuse bool
+	}{{"whole", false}, {"reused", true}} {
+		b.Run(tt.name, func(b *testing.B) {
+			tokens := 0
+			for b.Loop() {
+				b.StopTimer()
+				c, _ := New(Config{Local: local})
+				if tt.reuse {
+					_, _ = c.Tokenize(context.Background(), "", prev)
+				}
+				b.StartTimer()
+				res, err := c.Tokenize(context.Background(), "", next)
+				if err != nil || res.ReusedTokens > 0 != tt.reuse {
+					b.Fatalf("reused %d, err %v", res.ReusedTokens, err)
+				}
+				tokens = len(res.IDs)
+			}
+			b.ReportMetric(float64(tokens), "tokens")
+		})
+	}
+}
