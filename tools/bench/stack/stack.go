@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/tools/bench/proc"
+	simapp "github.com/warmpath/warmpath/tools/vllmsim/app"
 )
 
 // Config describes one stack.
@@ -143,7 +144,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	if kvaware {
 		argv = append(argv, "--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
-			"--tokenizer-local", cfg.Model+"=cl100k_base")
+			"--tokenizer-local", localTokenizer(cfg.Model, cfg.SimArgs))
 		if cfg.L1CapacityTokens > 0 {
 			argv = append(argv, "--kv-cpu-capacity-tokens", strconv.Itoa(cfg.L1CapacityTokens))
 		}
@@ -218,4 +219,29 @@ func freePortRun(ctx context.Context, n int) (int, error) {
 		}
 	}
 	return 0, errors.New("stack: no run of free ports")
+}
+
+// localTokenizer is the router's --tokenizer-local for the workers: their
+// vocabulary and chat template, so kvaware tokenizes completion prompts
+// and chats in-process instead of asking a worker's /tokenize each time.
+// It reads the workers' --tokenizer and --chat-template, whose defaults
+// are the simulator's own.
+func localTokenizer(model string, simArgs []string) string {
+	def := simapp.DefaultOptions()
+	vals := map[string]*string{"tokenizer": &def.Tokenizer, "chat-template": &def.ChatTemplate}
+	for i, a := range simArgs {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, v, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		dst, ok := vals[name]
+		switch {
+		case !ok:
+		case hasValue:
+			*dst = v
+		case i+1 < len(simArgs):
+			*dst = simArgs[i+1]
+		}
+	}
+	return model + "=" + def.Tokenizer + ":" + def.ChatTemplate
 }

@@ -118,7 +118,7 @@ func (t *Tokenizer) Decode(ids []uint32) (string, error) {
 
 // ApplyChatTemplate renders messages into a prompt string.
 func (t *Tokenizer) ApplyChatTemplate(msgs []openai.ChatMessage, addGenerationPrompt bool) string {
-	return t.template.Render(msgs, addGenerationPrompt)
+	return t.template.Render(Messages(msgs), addGenerationPrompt)
 }
 
 // EncodeChat renders and encodes messages.

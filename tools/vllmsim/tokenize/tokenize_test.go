@@ -72,7 +72,7 @@ func TestTemplates(t *testing.T) {
 		{ChatML, true, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"},
 	}
 	for _, tt := range tests {
-		if got := tt.tmpl.Render(msgs, tt.gen); got != tt.want {
+		if got := tt.tmpl.Render(Messages(msgs), tt.gen); got != tt.want {
 			t.Errorf("%s gen=%v:\n got %q\nwant %q", tt.tmpl, tt.gen, got, tt.want)
 		}
 	}

@@ -81,7 +81,7 @@ func run() error {
 	fs.DurationVar(&tc.Timeout, "tokenize-timeout", 500*time.Millisecond, "kvaware: timeout of a worker /tokenize call (on failure the request is routed by prefixaware)")
 	fs.IntVar(&tc.CacheEntries, "tokenize-cache-entries", 4096, "kvaware: tokenized prompts kept")
 	fs.Int64Var(&tc.CacheBytes, "tokenize-cache-bytes", tokenizer.DefaultCacheBytes, "kvaware: memory the tokenized prompts kept may take (4 bytes a token, ~160 per prompt); least recently used beyond")
-	localTok := fs.String("tokenizer-local", "", "kvaware: tokenize completion prompts in-process for these models, model=encoding[,...] (tiktoken encodings: cl100k_base, o200k_base, p50k_base, r50k_base); chat still asks the worker")
+	localTok := fs.String("tokenizer-local", "", "kvaware: tokenize in-process for these models, model=encoding[:template][,...] (tiktoken encodings: cl100k_base, o200k_base, p50k_base, r50k_base); with a chat template (llama3, chatml, or jinja:PATH to a tokenizer_config.json or bare Jinja template) chats too, else chats ask the worker")
 
 	var pc proxy.Config
 	fs.Int64Var(&pc.MaxBodyBytes, "max-body-bytes", 32<<20, "largest request body (413 beyond)")

@@ -310,10 +310,11 @@ func TestLocalTokenizerMatchesWorker(t *testing.T) {
 		"unicode: naïve café — 日本語 🚀",
 		strings.Repeat("a long shared document sentence. ", 200),
 	} {
-		want, _, err := remote.Tokenize(context.Background(), w.url, &strategy.Request{Model: simModel, Prompt: prompt})
+		res, err := remote.Tokenize(context.Background(), w.url, &strategy.Request{Model: simModel, Prompt: prompt})
 		if err != nil {
 			t.Fatal(err)
 		}
+		want := res.IDs
 		got, ok, err := local.Encode(simModel, prompt)
 		if err != nil || !ok {
 			t.Fatalf("local encode: ok %v err %v", ok, err)

@@ -29,6 +29,12 @@ type Metrics struct {
 	Restarts         *prometheus.CounterVec   // reason
 	ConfigReloads    *prometheus.CounterVec   // result
 	Tokenize         *prometheus.CounterVec   // result
+	// TokenizeLocalChat counts chats tokenized in-process, by result
+	// (LocalChatReused, LocalChatRendered, LocalChatFallback).
+	TokenizeLocalChat *prometheus.CounterVec
+	// TokenizeReusedTokens counts the token ids those chats took from an
+	// earlier turn's cached conversation prefix instead of encoding them.
+	TokenizeReusedTokens prometheus.Counter
 	// PanicRouted counts requests routed to every worker of their model
 	// because too few were healthy (proxy.Config.PanicPercent).
 	PanicRouted prometheus.Counter
@@ -52,6 +58,13 @@ const (
 	ReasonRefused         = "refused"          // retry: worker answered 429, or 503 with Retry-After
 	ReasonUpstreamReset   = "upstream_reset"   // retry: connection lost after the request was sent
 	ReasonUpstreamTimeout = "upstream_timeout" // retry: no response byte within --ttfb-timeout
+)
+
+// Results of an in-process chat tokenization (tokenize_local_chat_total).
+const (
+	LocalChatReused   = "reused"   // an earlier turn's cached prefix was reused
+	LocalChatRendered = "rendered" // rendered and encoded whole
+	LocalChatFallback = "fallback" // in-process rendering or encoding failed: the worker was asked
 )
 
 // New registers the metrics on reg. queue reports active and queued
@@ -112,6 +125,14 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_tokenize_total",
 			Help: "Prompt tokenizations for kvaware by result (cached, tokenized, error: routed by prefixaware instead).",
 		}, []string{"result"}),
+		TokenizeLocalChat: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_tokenize_local_chat_total",
+			Help: "Chats tokenized in-process (--tokenizer-local with a chat template), by result (reused: an earlier turn's cached prefix was reused; rendered: encoded whole; fallback: failed, the worker was asked).",
+		}, []string{"result"}),
+		TokenizeReusedTokens: f.NewCounter(prometheus.CounterOpts{
+			Name: "warmpath_router_tokenize_reused_tokens_total",
+			Help: "Token ids of in-process chat tokenizations taken from an earlier turn's cached conversation prefix instead of encoded.",
+		}),
 		PanicRouted: f.NewCounter(prometheus.CounterOpts{
 			Name: "warmpath_router_panic_routed_requests_total",
 			Help: "Requests routed to every worker of their model, healthy or not, because fewer than the panic threshold were available.",
@@ -132,6 +153,9 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 	}
 	for _, r := range []string{ReasonOverflow, ReasonQueueTimeout, ReasonNoWorker, ReasonUnknownModel, ReasonBodyTooLarge, ReasonBadRequest, ReasonUnauthorized} {
 		m.Rejections.WithLabelValues(r)
+	}
+	for _, r := range []string{LocalChatReused, LocalChatRendered, LocalChatFallback} {
+		m.TokenizeLocalChat.WithLabelValues(r)
 	}
 	return m
 }

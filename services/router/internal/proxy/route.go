@@ -235,18 +235,28 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 	if !ok || !tu.WantsTokens() || s.tok == nil || len(x.parsed.route.TokenIDs) > 0 {
 		return false
 	}
-	ids, cached, err := s.tok.Tokenize(x.ctx, strategy.LeastLoaded(eps).Endpoint, &x.parsed.route)
+	res, err := s.tok.Tokenize(x.ctx, strategy.LeastLoaded(eps).Endpoint, &x.parsed.route)
 	switch {
 	case err != nil:
 		s.metrics.Tokenize.WithLabelValues("error").Inc()
 		x.log().Warn("tokenize failed; routing without token ids", "err", err)
-	case cached:
+	case res.Cached:
 		s.metrics.Tokenize.WithLabelValues("cached").Inc()
 	default:
 		s.metrics.Tokenize.WithLabelValues("tokenized").Inc()
 	}
-	x.parsed.route.TokenIDs = ids
-	return !cached
+	switch {
+	case res.LocalErr != nil:
+		s.metrics.TokenizeLocalChat.WithLabelValues(metrics.LocalChatFallback).Inc()
+		x.log().Debug("in-process chat tokenization failed; asked the worker", "err", res.LocalErr)
+	case res.LocalChat && res.ReusedTokens > 0:
+		s.metrics.TokenizeLocalChat.WithLabelValues(metrics.LocalChatReused).Inc()
+		s.metrics.TokenizeReusedTokens.Add(float64(res.ReusedTokens))
+	case res.LocalChat:
+		s.metrics.TokenizeLocalChat.WithLabelValues(metrics.LocalChatRendered).Inc()
+	}
+	x.parsed.route.TokenIDs = res.IDs
+	return !res.Cached
 }
 
 // fail answers after an attempt failed before any byte reached the client

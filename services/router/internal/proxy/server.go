@@ -32,6 +32,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
+	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 	"github.com/warmpath/warmpath/services/router/internal/upstream"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
@@ -225,9 +226,9 @@ func (s *Server) SetRouting(r *Routing) { s.routing.Store(r) }
 func (s *Server) Routing() *Routing { return s.routing.Load() }
 
 // Tokenizer turns a request into token ids for strategies that route on
-// them (strategy.TokenUser). cached reports an answer from its cache.
+// them (strategy.TokenUser).
 type Tokenizer interface {
-	Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (ids []uint32, cached bool, err error)
+	Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (tokenizer.Result, error)
 }
 
 // SetTokenizer sets the tokenizer; call before serving.

@@ -25,7 +25,7 @@ func TestCacheByteBudget(t *testing.T) {
 		return &strategy.Request{Model: "m", Prompt: fmt.Sprintf("%03d", i) + strings.Repeat("x", 100_000)}
 	}
 	for i := range 10 {
-		if _, _, err := c.Tokenize(context.Background(), srv.URL, prompt(i)); err != nil {
+		if _, err := c.Tokenize(context.Background(), srv.URL, prompt(i)); err != nil {
 			t.Fatal(err)
 		}
 		n, bytes := c.cache.size()
@@ -37,11 +37,11 @@ func TestCacheByteBudget(t *testing.T) {
 		t.Fatalf("cache holds %d entries charged %d bytes; want the last 2, charged at least 800000", n, bytes)
 	}
 	before := calls.Load()
-	if _, cached, _ := c.Tokenize(context.Background(), srv.URL, prompt(9)); !cached {
+	if res, _ := c.Tokenize(context.Background(), srv.URL, prompt(9)); !res.Cached {
 		t.Fatal("the most recent answer was evicted")
 	}
-	if _, cached, _ := c.Tokenize(context.Background(), srv.URL, prompt(0)); cached || calls.Load() != before+1 {
-		t.Fatalf("the oldest answer was still cached (cached %v, worker calls %d -> %d)", cached, before, calls.Load())
+	if res, _ := c.Tokenize(context.Background(), srv.URL, prompt(0)); res.Cached || calls.Load() != before+1 {
+		t.Fatalf("the oldest answer was still cached (cached %v, worker calls %d -> %d)", res.Cached, before, calls.Load())
 	}
 }
 
@@ -54,18 +54,19 @@ func TestCacheOversizeAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := &strategy.Request{Model: "m", Prompt: "small"}
-	if _, _, err := c.Tokenize(context.Background(), srv.URL, small); err != nil {
+	if _, err := c.Tokenize(context.Background(), srv.URL, small); err != nil {
 		t.Fatal(err)
 	}
 	big := &strategy.Request{Model: "m", Prompt: strings.Repeat("y", 20_000)} // 80 KB of ids
-	ids, _, err := c.Tokenize(context.Background(), srv.URL, big)
+	res, err := c.Tokenize(context.Background(), srv.URL, big)
+	ids := res.IDs
 	if err != nil || len(ids) != 20_000 {
 		t.Fatalf("oversize answer: %d ids, err %v", len(ids), err)
 	}
 	if n, bytes := c.cache.size(); n != 1 || bytes > 64<<10 {
 		t.Fatalf("cache holds %d entries, %d bytes; want only the small one", n, bytes)
 	}
-	if _, cached, _ := c.Tokenize(context.Background(), srv.URL, small); !cached {
+	if res, _ := c.Tokenize(context.Background(), srv.URL, small); !res.Cached {
 		t.Fatal("the oversize answer evicted the small one")
 	}
 }
@@ -78,7 +79,7 @@ func TestCacheEntriesBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		if _, _, err := c.Tokenize(context.Background(), srv.URL, &strategy.Request{Model: "m", Prompt: fmt.Sprint(i)}); err != nil {
+		if _, err := c.Tokenize(context.Background(), srv.URL, &strategy.Request{Model: "m", Prompt: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

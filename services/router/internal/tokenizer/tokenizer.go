@@ -1,8 +1,10 @@
 // Package tokenizer turns a request's prompt or chat messages into token
-// ids for kvaware, by asking a worker's POST /tokenize — so a chat
-// template is applied exactly as the worker applies it — with an LRU cache
-// of recent answers and a timeout. Callers route without tokens when it
-// fails; it never fails a request.
+// ids for kvaware: in-process for the models configured with their
+// vocabulary (and chat template), else by asking a worker's POST
+// /tokenize — so a chat template is applied exactly as the worker applies
+// it — with an LRU cache of recent answers (and of conversation prefixes)
+// and a timeout. Callers route without tokens when it fails; it never
+// fails a request.
 package tokenizer
 
 import (
@@ -37,7 +39,8 @@ type Config struct {
 	// MaxResponseBytes bounds a /tokenize answer (16 MiB).
 	MaxResponseBytes int64
 	// Local, when set, tokenizes completion prompts of its models
-	// in-process instead of asking a worker.
+	// in-process instead of asking a worker, and their chats too where it
+	// knows the chat template.
 	Local *Local
 }
 
@@ -74,22 +77,64 @@ func New(cfg Config) (*Client, error) {
 	}}}, nil
 }
 
+// Result is a tokenization.
+type Result struct {
+	// IDs are the token ids. The slice is shared: do not modify it.
+	IDs []uint32
+	// Cached reports an answer from the cache.
+	Cached bool
+	// LocalChat reports a chat tokenized in-process.
+	LocalChat bool
+	// ReusedTokens counts the ids of a LocalChat taken from an earlier
+	// turn's cached prefix.
+	ReusedTokens int
+	// LocalErr is why an in-process chat tokenization failed; the worker
+	// was asked instead.
+	LocalErr error
+}
+
 // Tokenize returns the token ids of req's prompt (or chat messages, with
-// the generation prompt) as the worker at workerURL computes them. cached
-// reports a cache hit. The returned slice is shared: do not modify it.
-func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (ids []uint32, cached bool, err error) {
+// the generation prompt) as the worker at workerURL computes them: from
+// the cache, in-process for the models Config.Local covers, else from the
+// worker's /tokenize.
+func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (Result, error) {
 	key := cacheKey(req)
 	if ids, ok := c.cache.get(key); ok {
-		return ids, true, nil
+		return Result{IDs: ids, Cached: true}, nil
 	}
-	if req.Messages == nil {
-		if ids, ok, err := c.cfg.Local.Encode(req.Model, req.Prompt); ok {
+	var res Result
+	if m := c.cfg.Local.model(req.Model); m != nil {
+		switch {
+		case req.Messages == nil:
+			ids, err := m.encode(req.Prompt)
+			if err != nil {
+				return res, err
+			}
+			if ids == nil {
+				ids = []uint32{}
+			}
+			c.cache.add(key, ids)
+			return Result{IDs: ids}, nil
+		case m.chat != nil:
+			ids, reused, err := c.tokenizeChat(m, req)
 			if err == nil {
 				c.cache.add(key, ids)
+				return Result{IDs: ids, LocalChat: true, ReusedTokens: reused}, nil
 			}
-			return ids, false, err
+			res.LocalErr = err // the worker renders its own template
 		}
 	}
+	ids, err := c.remote(ctx, workerURL, req)
+	if err != nil {
+		return res, err
+	}
+	c.cache.add(key, ids)
+	res.IDs = ids
+	return res, nil
+}
+
+// remote asks the worker's /tokenize.
+func (c *Client) remote(ctx context.Context, workerURL string, req *strategy.Request) ([]uint32, error) {
 	body := openai.TokenizeRequest{Model: req.Model}
 	if req.Messages != nil {
 		for _, m := range req.Messages {
@@ -101,39 +146,38 @@ func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.R
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return nil, false, fmt.Errorf("tokenizer: encode: %w", err)
+		return nil, fmt.Errorf("tokenizer: encode: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/tokenize", bytes.NewReader(raw))
 	if err != nil {
-		return nil, false, fmt.Errorf("tokenizer: %w", err)
+		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(hreq)
 	if err != nil {
-		return nil, false, fmt.Errorf("tokenizer: %s: %w", workerURL, err)
+		return nil, fmt.Errorf("tokenizer: %s: %w", workerURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, false, fmt.Errorf("tokenizer: %s: status %d", workerURL, resp.StatusCode)
+		return nil, fmt.Errorf("tokenizer: %s: status %d", workerURL, resp.StatusCode)
 	}
 	var out openai.TokenizeResponse
 	if err := json.NewDecoder(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes)).Decode(&out); err != nil {
-		return nil, false, fmt.Errorf("tokenizer: %s: decode: %w", workerURL, err)
+		return nil, fmt.Errorf("tokenizer: %s: decode: %w", workerURL, err)
 	}
 	if out.Tokens == nil {
-		return nil, false, errors.New("tokenizer: answer without tokens")
+		return nil, errors.New("tokenizer: answer without tokens")
 	}
 	// The decoder grows the slice by doubling: up to half of it would be
 	// held (and charged) for nothing.
-	ids = out.Tokens
+	ids := out.Tokens
 	if cap(ids)-len(ids) > len(ids)/8 {
 		ids = slices.Clone(ids)
 	}
-	c.cache.add(key, ids)
-	return ids, false, nil
+	return ids, nil
 }
 
 // cacheKey hashes what tokenization depends on. A hash, not the text: the

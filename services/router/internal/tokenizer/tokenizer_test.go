@@ -52,16 +52,16 @@ func TestTokenize(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := &strategy.Request{Model: "m", Prompt: "abc"}
-	ids, cached, err := c.Tokenize(context.Background(), srv.URL, req)
-	if err != nil || cached || len(ids) != 3 || ids[0] != 'a' {
-		t.Fatalf("ids %v cached %v err %v", ids, cached, err)
+	res, err := c.Tokenize(context.Background(), srv.URL, req)
+	if err != nil || res.Cached || len(res.IDs) != 3 || res.IDs[0] != 'a' {
+		t.Fatalf("ids %v cached %v err %v", res.IDs, res.Cached, err)
 	}
-	if _, cached, _ = c.Tokenize(context.Background(), srv.URL, req); !cached || calls.Load() != 1 {
-		t.Fatalf("second call: cached %v after %d worker calls", cached, calls.Load())
+	if res, _ = c.Tokenize(context.Background(), srv.URL, req); !res.Cached || calls.Load() != 1 {
+		t.Fatalf("second call: cached %v after %d worker calls", res.Cached, calls.Load())
 	}
 	chat := &strategy.Request{Model: "m", Messages: []strategy.Message{{Role: "user", Content: "abc"}, {Role: "assistant", Content: "x"}}}
-	if ids, _, err := c.Tokenize(context.Background(), srv.URL, chat); err != nil || len(ids) != 2 {
-		t.Fatalf("chat: %v %v", ids, err)
+	if res, err := c.Tokenize(context.Background(), srv.URL, chat); err != nil || len(res.IDs) != 2 {
+		t.Fatalf("chat: %v %v", res.IDs, err)
 	}
 	// The same text as a prompt and as chat are different requests.
 	if k1, k2 := cacheKey(&strategy.Request{Model: "m", Prompt: "abc"}), cacheKey(&strategy.Request{Model: "m", Messages: []strategy.Message{{Role: "user", Content: "abc"}}}); k1 == k2 {
@@ -82,7 +82,7 @@ func TestTokenizeFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, _ := worker(t, tt.status, tt.delay)
 			c, _ := New(Config{Timeout: 50 * time.Millisecond})
-			if _, _, err := c.Tokenize(context.Background(), srv.URL, &strategy.Request{Model: "m", Prompt: "x"}); err == nil {
+			if _, err := c.Tokenize(context.Background(), srv.URL, &strategy.Request{Model: "m", Prompt: "x"}); err == nil {
 				t.Fatal("no error")
 			}
 		})
@@ -110,7 +110,7 @@ func TestLocal(t *testing.T) {
 	// A configured model's completion prompt never reaches the worker.
 	srv, calls := worker(t, http.StatusOK, 0)
 	c, _ := New(Config{Local: l})
-	if _, _, err := c.Tokenize(context.Background(), srv.URL, &strategy.Request{Model: "m", Prompt: "hello"}); err != nil || calls.Load() != 0 {
+	if _, err := c.Tokenize(context.Background(), srv.URL, &strategy.Request{Model: "m", Prompt: "hello"}); err != nil || calls.Load() != 0 {
 		t.Fatalf("err %v, %d worker calls", err, calls.Load())
 	}
 }
