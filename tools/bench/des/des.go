@@ -24,11 +24,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
-	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"

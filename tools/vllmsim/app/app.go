@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/lmproto"
-	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/l2remote"

@@ -11,9 +11,9 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/testwait"
-	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"

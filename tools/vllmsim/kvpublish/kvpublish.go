@@ -9,8 +9,8 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/blockhash"
+	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 )
 

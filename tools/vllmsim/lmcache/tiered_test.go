@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/libs/testwait"
-	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/l2remote"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
 )
