@@ -239,17 +239,27 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		g = &sized{}
 	}
 	k.predict(g.keys, eps[best].ID, now)
-	if k.notes != nil {
-		k.notes.Routed(eps[best].ID, g.keys)
-	}
 	m := matches[best]
 	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: m.Any, TotalChunks: len(g.keys),
 		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}}
+	if k.notes != nil {
+		d.Keys = g.keys
+	}
 	if d.TotalChunks > 0 {
 		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
 	}
 	d.PrefillTokens = max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0)
 	return d, nil
+}
+
+// Prefilled implements PrefillObserver: the worker finished the prefill
+// of a prompt kvaware sent it. That is when LMCache stores the prompt's
+// new chunks and touches the ones it held, so the index's views of tiers
+// that do not report evictions take the use then, in LMCache's order.
+func (k *KVAware) Prefilled(worker string, keys []uint64) {
+	if k.notes != nil && len(keys) > 0 {
+		k.notes.Routed(worker, keys)
+	}
 }
 
 // predicted is the run of leading keys predicted on worker; k.mu held.

@@ -197,7 +197,8 @@ func (r routeNotes) Routed(worker string, keys []uint64) { r[worker] += len(keys
 // TestKVAwareL2AndRouteNotes: a prefix only the shared L2 holds is credited
 // to every worker as L2 blocks (so a busy worker holding part of it in GPU
 // loses to an idle one fetching it all from L2), the decision says which
-// tier it credited, and the chosen worker is told the prompt's keys.
+// tier it credited, and the chosen worker is told the prompt's keys once
+// its prefill ended.
 func TestKVAwareL2AndRouteNotes(t *testing.T) {
 	prompt := tokenIDs(3, 16*32)
 	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
@@ -216,8 +217,12 @@ func TestKVAwareL2AndRouteNotes(t *testing.T) {
 	if d.Endpoint != e[1].ID || d.TierBlocks != [3]int{0, 0, 32} || d.PrefillTokens != 0 {
 		t.Fatalf("decision %+v: want the idle worker, all 32 blocks credited to L2, nothing to prefill", d)
 	}
+	if len(notes) != 0 || len(d.Keys) != 32 {
+		t.Fatalf("route notes %v before the prefill ended, decision keys %d: want none yet, and the prompt's 32 keys", notes, len(d.Keys))
+	}
+	s.(PrefillObserver).Prefilled(d.Endpoint, d.Keys)
 	if notes[e[1].ID] != 32 || len(notes) != 1 {
-		t.Fatalf("route notes %v: want the chosen worker told its 32 keys", notes)
+		t.Fatalf("route notes %v: want the chosen worker told its 32 keys once its prefill ended", notes)
 	}
 	// Another model's prompt is not credited.
 	d, _ = s.Pick(&Request{Model: "other", TokenIDs: prompt}, kvEPs(0, 0))

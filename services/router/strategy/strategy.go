@@ -91,6 +91,17 @@ type Decision struct {
 	// GPU, CPU (LMCache L1) and the shared L2, in that order. Where each
 	// tier's knowledge comes from is the worker's /debug/endpoints "tiers".
 	TierBlocks [3]int
+	// Keys are the prompt's block keys at the chosen worker's block size,
+	// when the strategy wants to hear when their prefill ends
+	// (PrefillObserver); nil otherwise.
+	Keys []uint64
+}
+
+// PrefillObserver is implemented by strategies that want to know when a
+// worker finished the prefill of a prompt they routed (its Decision.Keys):
+// kvaware keeps its views of LMCache's CPU tier in LMCache's own order.
+type PrefillObserver interface {
+	Prefilled(worker string, keys []uint64)
 }
 
 // Strategy picks one endpoint for a request. Pick may update the

@@ -106,8 +106,9 @@ type sim struct {
 	queue   events
 	seq     int
 	recs    []Record
-	waiters [][]int // requests waiting for each request to finish
-	prefill []int   // each request's Decision.PrefillTokens, until its first token
+	waiters [][]int    // requests waiting for each request to finish
+	prefill []int      // each request's Decision.PrefillTokens, until its first token
+	keys    [][]uint64 // each request's Decision.Keys, until its first token
 	steps   int
 }
 
@@ -198,7 +199,8 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 		return nil, err
 	}
 	cfg = f.cfg
-	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs)), prefill: make([]int, len(reqs))}
+	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs)), prefill: make([]int, len(reqs)),
+		keys: make([][]uint64, len(reqs))}
 	idx := kvindex.New(1 << 24)
 	var kv *strategy.KVAware
 	sink := confirming{idx: idx, kv: func() *strategy.KVAware { return kv }}
@@ -361,7 +363,7 @@ func (s *sim) arrive(i int) error {
 		return nil //nolint:nilerr // a refused request is a result, not a failure of the simulation
 	}
 	w.inFlight++
-	s.prefill[i] = d.PrefillTokens
+	s.prefill[i], s.keys[i] = d.PrefillTokens, d.Keys
 	w.pending += d.PrefillTokens
 	s.recs[i] = Record{Worker: w.id, Arrival: s.now, PromptTokens: len(tokens)}
 	if !w.stepping {
@@ -392,6 +394,17 @@ func render(tokens []uint32) string {
 func (s *sim) step(wi int) {
 	w := s.workers[wi]
 	res := w.eng.Step(s.now)
+	// Prefills that ended in this step reach kvaware before the step's
+	// events, as LMCache touches a prompt's resident chunks before storing
+	// its new ones.
+	if po, ok := s.router.(strategy.PrefillObserver); ok {
+		for _, o := range res.Outputs {
+			if i, _ := strconv.Atoi(o.Request.ID); o.First && s.keys[i] != nil {
+				po.Prefilled(w.id, s.keys[i])
+				s.keys[i] = nil
+			}
+		}
+	}
 	evs := res.Events
 	if w.l1 != nil {
 		evs = append(evs, w.l1.TakeEvents()...)

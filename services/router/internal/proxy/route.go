@@ -39,6 +39,9 @@ func (s *Server) route(x *exchange) outcome {
 		prefillDone := c.ep.StartPrefill(c.dec.PrefillTokens)
 		last = s.forward(x, c.ep, c.release, final)
 		prefillDone()
+		if po, ok := x.routing.Strategy.(strategy.PrefillObserver); ok && last.failure == "" && last.ok && len(c.dec.Keys) > 0 {
+			po.Prefilled(c.ep.URL, c.dec.Keys)
+		}
 		x.tries = append(x.tries, last.try)
 		x.excluded[c.ep.URL] = true
 		if last.done {
