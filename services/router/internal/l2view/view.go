@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"math/bits"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -309,4 +311,37 @@ func (v *View) Stats() Stats {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return Stats{Chunks: v.total, MaxChunks: v.cfg.MaxChunks, Refused: v.refused}
+}
+
+// ParseEndpoints pairs the comma-separated event endpoints with the
+// snapshot base URLs, in the same order (the router's --l2-events-endpoints
+// and --l2-snapshot-urls). An explicit list rather than a template: a
+// cache server's data API port is its own flag, not derived from the
+// event port.
+func ParseEndpoints(events, snapshots string) ([]Endpoint, error) {
+	split := func(s string) []string {
+		var out []string
+		for p := range strings.SplitSeq(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	ev, sn := split(events), split(snapshots)
+	if len(ev) != len(sn) {
+		return nil, fmt.Errorf("l2view: %d event endpoints but %d snapshot URLs; give one of each per cache server, in the same order", len(ev), len(sn))
+	}
+	out := make([]Endpoint, len(ev))
+	for i := range ev {
+		if !strings.HasPrefix(ev[i], "tcp://") {
+			return nil, fmt.Errorf("l2view: event endpoint %q: want tcp://host:port", ev[i])
+		}
+		u, err := url.Parse(sn[i])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("l2view: snapshot URL %q: want http(s)://host:port", sn[i])
+		}
+		out[i] = Endpoint{Events: ev[i], SnapshotURL: sn[i]}
+	}
+	return out, nil
 }

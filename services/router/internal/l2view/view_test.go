@@ -247,3 +247,23 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestParseEndpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name, events, snapshots string
+		want                    []Endpoint
+		bad                     bool
+	}{
+		{name: "none", want: []Endpoint{}},
+		{name: "two, spaces trimmed", events: "tcp://a:5557, tcp://b:5557", snapshots: "http://a:8080,https://b:8443 ",
+			want: []Endpoint{{"tcp://a:5557", "http://a:8080"}, {"tcp://b:5557", "https://b:8443"}}},
+		{name: "counts differ", events: "tcp://a:5557", snapshots: "", bad: true},
+		{name: "not tcp", events: "a:5557", snapshots: "http://a", bad: true},
+		{name: "not http", events: "tcp://a:5557", snapshots: "a:8080", bad: true},
+	} {
+		got, err := ParseEndpoints(tc.events, tc.snapshots)
+		if tc.bad != (err != nil) || !slices.Equal(got, tc.want) && !tc.bad {
+			t.Errorf("%s: got %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
