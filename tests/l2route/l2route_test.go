@@ -28,6 +28,7 @@ const (
 	model     = "meta-llama/Llama-3.1-8B-Instruct"
 	seed      = "0" // every worker's PYTHONHASHSEED, and the router's --l2-hash-seed
 	chunk     = 256
+	blockSize = 16 // the simulator's vLLM block size
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -118,8 +119,10 @@ func TestRouterCreditsWhatTheL2Holds(t *testing.T) {
 	credited := r.creditedL2(t, ctx)
 	t.Logf("prompt %d tokens (%d chunks); busy %s, idle %s; L2 blocks credited %v; cached_tokens %d",
 		first.Usage.PromptTokens, chunks, busy, idle, credited, second.Usage.Details.CachedTokens)
-	if v := credited; v <= 0 {
-		t.Errorf(`warmpath_router_credited_blocks_total{strategy="kvaware",tier="l2"} = %v, want > 0`, v)
+	// The idle worker holds none of it: every one of the prompt's chunks
+	// is credited as L2, in the worker's 16-token blocks.
+	if want := float64(chunks * chunk / blockSize); credited != want {
+		t.Errorf(`warmpath_router_credited_blocks_total{strategy="kvaware",tier="l2"} = %v, want %v`, credited, want)
 	}
 	if v := workers[idle].metric(t, ctx, "lmcache:num_remote_read_requests_total"); v < float64(chunks) {
 		t.Errorf("idle worker %s read %v chunks from the L2, want ≥ %d", idle, v, chunks)
