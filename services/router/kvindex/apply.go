@@ -21,7 +21,7 @@ type block struct {
 	key        uint64 // router key of the last GPU-sized block it covers
 	prev, next uint32
 	refs       [NumTiers]uint8
-	spans      uint8 // tiers whose copy has an entry in Worker.spans
+	spans      uint8  // tiers whose copy has an entry in Worker.spans
 	size       uint32 // tokens in the block
 	// tl is the block's place in the CPU and L2 tiers' LRU lists while
 	// held there (tl[t-1]). The GPU tier needs none: vLLM reports its
