@@ -290,10 +290,22 @@ func (e *endpoint) handle(ctx context.Context, m kvevents.Message) error {
 		return e.resync(ctx, []string{model}, ReasonGap)
 	}
 	e.applied[model] = seq
+	if e.apply(model, b.Events) {
+		// The server dropped changes and rebuilt its view: ours is
+		// unreliable until the snapshot, which covers the rest of this
+		// batch too (its seq is at least this one's).
+		return e.resync(ctx, []string{model}, ReasonCleared)
+	}
+	return nil
+}
+
+// apply applies one batch's events to the endpoint's part of model, up to
+// an AllBlocksCleared, which clears that part and reports true.
+func (e *endpoint) apply(model string, evs []kvevents.Event) (cleared bool) {
 	e.v.mu.Lock()
 	defer e.v.mu.Unlock()
-	e.events += uint64(len(b.Events))
-	for _, ev := range b.Events {
+	e.events += uint64(len(evs))
+	for _, ev := range evs {
 		switch ev := ev.(type) {
 		case kvevents.BlockStored:
 			for _, h := range ev.BlockHashes {
@@ -304,17 +316,11 @@ func (e *endpoint) handle(ctx context.Context, m kvevents.Message) error {
 				e.v.remove(e, model, h.Uint64())
 			}
 		case kvevents.AllBlocksCleared:
-			// The server dropped changes and rebuilt its view: ours is
-			// unreliable until the snapshot, which covers the rest of this
-			// batch too (its seq is at least this one's).
 			e.v.clear(e, model)
-			e.v.mu.Unlock()
-			err := e.resync(ctx, []string{model}, ReasonCleared)
-			e.v.mu.Lock()
-			return err
+			return true
 		}
 	}
-	return nil
+	return false
 }
 
 // resync rebuilds the endpoint's part of each model from its snapshot.

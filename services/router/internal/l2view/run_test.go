@@ -76,6 +76,22 @@ func TestRunFollowsAPublisher(t *testing.T) {
 	}
 	eventually(t, "disconnected", func() bool { return !v.Health()[0].Connected })
 	eventually(t, "a gone server's chunks dropped", func() bool { return len(held(v, model, 4)) == 0 })
+
+	// It comes back as a new process, on the same port, holding something
+	// else: the reconnect resyncs from its snapshot.
+	cfg.Endpoint = "tcp://*:" + port
+	p2, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p2.Close()
+	f.restart()
+	p = p2
+	publish(stored(hashOf(3)))
+	eventually(t, "the new process's chunks", func() bool { return slices.Equal(held(v, model, 4), []int{3}) })
+	if h := v.Health()[0]; !h.Connected || h.Resyncs[ReasonConnect] == 0 {
+		t.Errorf("health %+v: want connected after a connect resync", h)
+	}
 	cancel()
 	<-done
 }

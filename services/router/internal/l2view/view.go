@@ -169,6 +169,12 @@ func keyOf(h blockhash.Hash) uint64 {
 // and stops at the first chunk not held, so a miss costs one sha256.
 func (v *View) Leading(model string, tokens []uint32) int {
 	v.want(model)
+	v.mu.RLock()
+	empty := len(v.models[model]) == 0
+	v.mu.RUnlock()
+	if empty {
+		return 0 // no L2 chunk of the model known: not even one sha256
+	}
 	cs := v.cfg.ChunkTokens
 	parent := v.hasher.None()
 	n := 0
