@@ -30,6 +30,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+	"github.com/warmpath/warmpath/services/router/internal/l2view"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
@@ -69,6 +70,15 @@ func run() error {
 	cpuEvents := fs.String("kv-cpu-events", "store-only", "what workers' LMCache CPU tier (L1) publishes: store-only (current LMCache: stores, never evictions; the router keeps a view bounded by --kv-cpu-capacity-tokens), none (nothing: learnt from the router's own decisions) or full (stores and evictions)")
 	fs.IntVar(&kv.Tiers[kvindex.CPU].CapacityTokens, "kv-cpu-capacity-tokens", 0, "each worker's LMCache L1 in tokens (max_local_cpu_size over the model's KV bytes per token); the router's view of it never holds more. 0: unknown (store-only views are then bounded only by --kv-index-max-worker-blocks, and none learns nothing)")
 	fs.IntVar(&kv.Tiers[kvindex.CPU].ChunkTokens, "kv-cpu-chunk-tokens", 256, "LMCache's chunk_size, the unit --kv-cpu-events=none learns in")
+	l2Events := fs.String("l2-events-endpoints", "", "warmpath cache servers' KV-event PUB sockets, comma-separated tcp://host:port (each node's --kv-events-endpoint; cluster mode: every node); kvaware then credits every worker with the prompt's leading chunks the L2 holds")
+	l2Snapshots := fs.String("l2-snapshot-urls", "", "the same cache servers' data API base URLs (http://host:8080), comma-separated in the same order; the router fetches /v1/kv-events/snapshot from them on connect and after any gap")
+	var l2 l2view.Config
+	fs.StringVar(&l2.TokenFile, "l2-token-file", "", "file holding the cache servers' bearer token (reread at each snapshot)")
+	fs.IntVar(&l2.ChunkTokens, "l2-chunk-tokens", 256, "LMCache's chunk_size: the tokens one L2 chunk holds")
+	fs.StringVar(&l2.HashSeed, "l2-hash-seed", "", "the workers' PYTHONHASHSEED, which LMCache's chunk hashes chain from; required with --l2-events-endpoints")
+	fs.IntVar(&l2.MaxChunks, "l2-max-chunks", 4<<20, "chunks the router's L2 view holds over all models (about 40 bytes each); chunks beyond are left out (the L2 is credited with less) until removals free room")
+	fs.DurationVar(&l2.DropAfter, "l2-drop-after", 10*time.Second, "how long a cache server may stay disconnected before its chunks stop being credited")
+	fs.DurationVar(&l2.SnapshotTimeout, "l2-snapshot-timeout", 10*time.Second, "timeout of one snapshot request")
 	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
 	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 88 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
@@ -142,6 +152,10 @@ func run() error {
 	if kv.Tiers[kvindex.CPU].CapacityTokens < 0 || kv.Tiers[kvindex.CPU].ChunkTokens < 1 {
 		return errors.New("--kv-cpu-capacity-tokens must not be negative and --kv-cpu-chunk-tokens must be positive")
 	}
+	if l2.Endpoints, err = l2view.ParseEndpoints(*l2Events, *l2Snapshots); err != nil {
+		return fmt.Errorf("--l2-events-endpoints, --l2-snapshot-urls: %w", err)
+	}
+	l2.Limits = zmtpguard.Limits{MaxFrame: kv.MaxFrameBytes, MaxMessage: kv.MaxMessageBytes, HandshakeTimeout: kv.HandshakeTimeout}
 	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
@@ -172,7 +186,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2,
 	})
 	if err != nil {
 		return err

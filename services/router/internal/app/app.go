@@ -26,6 +26,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+	"github.com/warmpath/warmpath/services/router/internal/l2view"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
@@ -63,6 +64,9 @@ type Options struct {
 	// KVRedis tunes the Redis-shared index (timeouts, breaker, chunks);
 	// its Local, Registerer and Log are filled in here.
 	KVRedis kvredis.Config
+	// L2 follows the shared L2's own event streams (warmpath's cache
+	// servers), credited by kvaware to every worker; no Endpoints: off.
+	L2 l2view.Config
 	// Tokenizer configures tokenization for kvaware.
 	Tokenizer tokenizer.Config
 	// Tracer for request spans; nil disables.
@@ -120,6 +124,7 @@ type App struct {
 	server  *proxy.Server
 	index   kvStore
 	kvsubs  *kvsub.Manager
+	l2      *l2view.View // nil without L2 endpoints
 
 	mu      sync.Mutex // serialises reloads
 	current config.File
@@ -166,6 +171,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if a.kvsubs.Enabled() {
 		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))
 	}
+	if len(o.L2.Endpoints) > 0 {
+		v, err := l2view.New(o.L2, o.Log.With("component", "l2view"))
+		if err != nil {
+			return nil, fmt.Errorf("app: L2 view: %w", err)
+		}
+		a.l2 = v
+		o.Registry.MustRegister(l2view.NewCollector(v))
+	}
 	tok, err := tokenizer.New(o.Tokenizer)
 	if err != nil {
 		return nil, err
@@ -187,6 +200,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.server = proxy.New(o.Proxy, a.pool, a.limiter, a.metrics, o.Tracer, o.Log, routing)
 	a.server.SetTokenizer(tok)
 	a.server.SetKVState(a.kvState)
+	if a.l2 != nil {
+		a.server.SetL2State(a.l2State)
+	}
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 	a.server.Handle(http.MethodGet, "/debug/kv/held", http.HandlerFunc(a.debugHeld))
 
@@ -230,6 +246,9 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	var opts []strategy.Option
 	if a.kvsubs.Enabled() {
 		opts = append(opts, strategy.WithIndex(a.index), strategy.WithRouteNotes(a.kvsubs))
+	}
+	if a.l2 != nil {
+		opts = append(opts, strategy.WithL2(a.l2))
 	}
 	s, err := strategy.New(f.Config, opts...)
 	if err != nil {
@@ -306,6 +325,12 @@ func (a *App) debugHeld(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"hashes": held})
 }
 
+// l2State is /debug/endpoints' "l2": the view's size and each cache
+// server's stream.
+func (a *App) l2State() any {
+	return map[string]any{"view": a.l2.Stats(), "servers": a.l2.Health()}
+}
+
 // Strategy names the routing strategy in force.
 func (a *App) Strategy() string { return a.server.Routing().Strategy.Name() }
 
@@ -343,6 +368,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 			errc <- fmt.Errorf("kv events: %w", err)
 		}
 	}()
+	if a.l2 != nil {
+		wg.Go(func() { a.l2.Run(runCtx) })
+	}
 	go func() { errc <- a.server.Serve(ln) }()
 
 	var err error

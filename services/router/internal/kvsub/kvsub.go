@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
 	"net/url"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/zmtpguard"
+	"github.com/warmpath/warmpath/services/router/internal/zsub"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
@@ -466,31 +466,14 @@ func (m *Manager) subscribe(ctx context.Context, endpoint string, feed *kvindex.
 	conn := s.conn
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	guarded := zmtpguard.Endpoint(m.scheme, endpoint)
-	sub := zmq4.NewSub(sctx, zmq4.WithLogger(quiet()), zmq4.WithAutomaticReconnect(true),
-		zmq4.WithDialerRetry(250*time.Millisecond), zmq4.WithDialerMaxRetries(4))
-	defer sub.Close()
-	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
-		return fmt.Errorf("subscribe: %w", err)
-	}
-	// zmq4's handshake ignores the context: dial aside.
-	dialed := make(chan error, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				dialed <- fmt.Errorf("dial panicked: %v", v)
-			}
-		}()
-		dialed <- sub.Dial(guarded)
-	}()
-	select {
-	case err := <-dialed:
-		if err != nil {
-			return fmt.Errorf("dial %s: %w", endpoint, err)
+	sub, err := zsub.Dial(sctx, zmtpguard.Endpoint(m.scheme, endpoint), "")
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("%s: %w", endpoint, err)
 	}
+	defer sub.Close()
 	conn.set(true, nil)
 	log.Info("kv events: subscribed", "endpoint", endpoint)
 	// Catch up on what happened before this subscription; live messages
@@ -539,7 +522,7 @@ func (m *Manager) Listen(ctx context.Context) error {
 	if m.cfg.Bind == "" {
 		return nil
 	}
-	sub := zmq4.NewSub(ctx, zmq4.WithLogger(quiet()))
+	sub := zmq4.NewSub(ctx, zmq4.WithLogger(zsub.Quiet()))
 	defer sub.Close()
 	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
 		return fmt.Errorf("kvsub: subscribe: %w", err)
@@ -701,6 +684,3 @@ func Expand(template, workerURL string) (string, error) {
 	}
 	return regexp.MustCompile(`\{host\}`).ReplaceAllLiteralString(out, h), nil
 }
-
-// quiet silences zmq4's own logging (it reports reconnects we handle).
-func quiet() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -148,6 +148,8 @@ type Server struct {
 	bufs    sync.Pool
 	tok     Tokenizer
 	kvState func() map[string]any
+	// l2State is the shared L2's state (l2view) for /debug/endpoints.
+	l2State func() any
 
 	connsMu sync.Mutex // guards conns
 	conns   map[net.Conn]struct{}
@@ -237,6 +239,11 @@ func (s *Server) SetTokenizer(t Tokenizer) { s.tok = t }
 // SetKVState sets what /debug/endpoints shows of each worker's KV index
 // and event stream (by worker URL); call before serving.
 func (s *Server) SetKVState(f func() map[string]any) { s.kvState = f }
+
+// SetL2State sets what /debug/endpoints shows under "l2": each cache
+// server's event stream and the chunks the router knows it holds. Call it
+// before serving.
+func (s *Server) SetL2State(f func() any) { s.l2State = f }
 
 // Forget drops what the server keeps for a worker that left: its pooled
 // connections and parsed address.
@@ -459,7 +466,11 @@ func (s *Server) debugEndpoints(c *gin.Context) {
 		}
 		out = append(out, v)
 	}
-	c.JSON(http.StatusOK, gin.H{"endpoints": out})
+	resp := gin.H{"endpoints": out}
+	if s.l2State != nil {
+		resp["l2"] = s.l2State()
+	}
+	c.JSON(http.StatusOK, resp)
 }
 
 func (s *Server) debugConfig(c *gin.Context) {
