@@ -166,9 +166,9 @@ func (w *Worker) drainInbox() {
 	for _, keys := range prompts {
 		for t := range NumTiers {
 			switch p := w.policy[t]; {
-			case p.Events == EventsNone:
+			case p.Events != EventsFull && p.CapacityTokens >= p.ChunkTokens:
 				w.learn(t, keys)
-			case p.Events == EventsStoreOnly || p.CapacityTokens > 0:
+			case p.Events != EventsFull || p.CapacityTokens > 0:
 				for _, k := range keys {
 					if s, ok := w.byKey[tierKey{k, t}]; ok {
 						w.touchTier(s, t)
@@ -182,17 +182,23 @@ func (w *Worker) drainInbox() {
 	}
 }
 
-// learn takes every whole chunk of a routed prompt as held in tier t.
+// learn takes every whole chunk of a prompt whose prefill ended as held in
+// tier t, most recently used: LMCache stores every whole chunk it
+// prefilled and touches those it held. For a store-only tier the events
+// name the new chunks too (hold then rekeys the learned block); learning
+// keeps the chunks LMCache held all along, which it never announces again,
+// in the view when the view's order had evicted them.
 func (w *Worker) learn(t Tier, keys []uint64) {
 	gran := cmp.Or(w.gran, defaultGranularity)
 	chunk := w.policy[t].ChunkTokens
-	if w.policy[t].CapacityTokens < chunk {
-		return // nothing would fit, and nothing bounds the view
-	}
 	per := max(chunk/gran, 1)
 	var added []uint64
 	for i := 0; (i+1)*per <= len(keys); i++ {
 		covered := keys[i*per : (i+1)*per]
+		if s, ok := w.byKey[tierKey{covered[per-1], t}]; ok {
+			w.touchTier(s, t)
+			continue
+		}
 		if _, ok := w.hold(covered[per-1]^learnedMark, t, covered, chunk); ok {
 			added = append(added, covered...)
 			w.tv[t].Learned++
@@ -208,6 +214,17 @@ func (w *Worker) learn(t Tier, keys []uint64) {
 // publishes removals every store is a copy; for the others a store of a
 // block already held is a touch. ok reports a new copy the index must add.
 func (w *Worker) hold(h uint64, t Tier, covered []uint64, size int) (s uint32, ok bool) {
+	if w.policy[t].Events != EventsFull {
+		// The chunk may be in the view already, learned from routing under
+		// a key of the router's: the worker's event names it now.
+		if s, ok := w.byKey[tierKey{covered[len(covered)-1], t}]; ok && w.blocks[s].hash != h {
+			if _, taken := w.slots[h]; !taken && w.blocks[s].refs == tierOnly(t) {
+				w.rekey(s, h, t)
+			}
+			w.touchTier(s, t)
+			return s, false
+		}
+	}
 	s, found := w.slots[h]
 	if found {
 		w.touch(s)
@@ -234,6 +251,26 @@ func (w *Worker) hold(h uint64, t Tier, covered []uint64, size int) (s uint32, o
 		b.spans |= 1 << t
 	}
 	return s, true
+}
+
+// tierOnly is the refs of a block held once, in tier t alone.
+func tierOnly(t Tier) [NumTiers]uint8 {
+	var r [NumTiers]uint8
+	r[t] = 1
+	return r
+}
+
+// rekey renames block s, held once in tier t alone, to engine hash h.
+func (w *Worker) rekey(s uint32, h uint64, t Tier) {
+	b := &w.blocks[s]
+	delete(w.slots, b.hash)
+	if b.spans&(1<<t) != 0 {
+		old := span{b.hash, t}
+		w.spans[span{h, t}] = w.spans[old]
+		delete(w.spans, old)
+	}
+	b.hash = h
+	w.slots[h] = s
 }
 
 // fit evicts tier t's least recently used blocks from the view until it
@@ -336,13 +373,15 @@ func (w *Worker) Tiers() [NumTiers]TierView {
 
 // Held returns the engine hashes (their 64-bit form, as the worker's
 // events carry them) of the blocks the view holds in tier t: what an
-// operator or a test compares with the worker's own cache.
+// operator or a test compares with the worker's own cache. A block learned
+// from routing that no event has named yet is listed under a key of the
+// router's, which no worker hash matches.
 func (w *Worker) Held(t Tier) []uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]uint64, 0, w.held[t])
 	for h, s := range w.slots {
-		if w.blocks[s].refs[t] > 0 && h^learnedMark != w.blocks[s].key {
+		if w.blocks[s].refs[t] > 0 {
 			out = append(out, h)
 		}
 	}

@@ -171,3 +171,29 @@ func TestFullTierCapacityWaitsForTheBatch(t *testing.T) {
 		t.Errorf("the view evicted %d blocks itself; the batch's removal sufficed", v.Evicted)
 	}
 }
+
+// TestStoreOnlyLearnsPrefilledChunks: LMCache stores every whole chunk it
+// prefilled and never re-announces one it holds, so a prompt whose prefill
+// ended puts its chunks back into a store-only view that had evicted them;
+// when the worker's store event names a learned chunk, the view takes the
+// worker's hash for it, without a second copy.
+func TestStoreOnlyLearnsPrefilledChunks(t *testing.T) {
+	x, w := shadowWorker(t, EventsStoreOnly, 2)
+	ka := AppendKeys(nil, Seed("m", ""), seq(8, 100), 4)
+	w.Routed(ka) // prefill ended before the store event arrived
+	w.Apply(kvevents.Batch{})
+	if got := local(x, ka); got != 2 {
+		t.Fatalf("a prefilled chunk not in the view: %d CPU blocks", got)
+	}
+	a, _ := cpuChunks(seq(8, 100), 100) // its store event, hash 101
+	w.Apply(kvevents.Batch{Events: []kvevents.Event{a}})
+	if v := w.Tiers()[CPU]; v.Blocks != 1 || local(x, ka) != 2 {
+		t.Fatalf("after the store event: view %+v, %d CPU blocks; want one chunk", v, local(x, ka))
+	}
+	if held := w.Held(CPU); len(held) != 1 || held[0] != 101 {
+		t.Fatalf("held %v, want the worker's hash 101", held)
+	}
+	if st := x.Stats().Blocks["w"][CPU]; st != 2 {
+		t.Fatalf("index holds %d CPU keys, want 2 (one copy)", st)
+	}
+}
