@@ -114,6 +114,33 @@ func TestStoreOnlyL1ViewBoundedAndTrue(t *testing.T) {
 		t.Fatalf("%d checks, %d with the L1 evicting: the workload never filled an L1", checks, evicting)
 	}
 	t.Logf("%d checks, %d of them after L1 evictions; the lowest share of credited chunks resident: %.1f%%", checks, evicting, 100*minSeen)
+
+	// What an operator sees of it: the view's size and bound per worker, its
+	// evictions, and the credit split by tier.
+	routerMetrics := getBody(t, router.URL+"/metrics")
+	harness.CheckMetrics(t, routerMetrics)
+	for _, w := range workers {
+		for _, tc := range []struct {
+			name   string
+			labels string
+			check  func(float64) bool
+			want   string
+		}{
+			{"warmpath_router_kv_view_capacity_tokens", `{tier="cpu",worker="` + w + `"}`, func(v float64) bool { return v == l1Chunks*256 }, "the L1's size"},
+			{"warmpath_router_kv_view_tokens", `{source="events+shadow",tier="cpu",worker="` + w + `"}`, func(v float64) bool { return v > 0 && v <= l1Chunks*256 }, "within the L1"},
+			{"warmpath_router_kv_view_evicted_blocks_total", `{tier="cpu",worker="` + w + `"}`, func(v float64) bool { return v > 0 }, "> 0"},
+		} {
+			v, ok := sample(routerMetrics, tc.name+tc.labels)
+			if !ok || !tc.check(v) {
+				t.Errorf("%s%s = %v (exported %v), want %s", tc.name, tc.labels, v, ok, tc.want)
+			}
+		}
+	}
+	// The repeats come soon enough to hit the GPU cache (larger than this
+	// L1, which is small so that it evicts).
+	if v, ok := sample(routerMetrics, `warmpath_router_credited_blocks_total{strategy="kvaware",tier="gpu"}`); !ok || v == 0 {
+		t.Errorf("kvaware never credited a cached block (%v, exported %v); the workload repeats prompts", v, ok)
+	}
 }
 
 type l1State struct {
@@ -249,6 +276,28 @@ func metric(t *testing.T, base, name string) float64 {
 		t.Fatal(err)
 	}
 	return sum
+}
+
+func getBody(t *testing.T, url string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	b, err := harness.GetBody(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sample is the value of the exposition line naming series exactly.
+func sample(exposition []byte, series string) (float64, bool) {
+	for _, line := range strings.Split(string(exposition), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }
 
 // prompt is about n tokens of text unique to i.

@@ -35,6 +35,14 @@ var (
 		"KV-event and replay connections dropped because the peer announced a frame or message over --kv-events-max-frame-bytes or --kv-events-max-message-bytes, by limit (frame, message).", []string{"limit"}, nil)
 	handshakeTimeoutsDesc = prometheus.NewDesc("warmpath_router_kv_events_handshake_timeouts_total",
 		"KV-event and replay connections dropped because the peer did not finish its ZMTP handshake within --kv-events-handshake-timeout.", nil, nil)
+	viewTokensDesc = prometheus.NewDesc("warmpath_router_kv_view_tokens",
+		"Tokens the router's view of a worker's tier holds (cpu: LMCache L1), by the source of that knowledge (events, events+shadow, routing).", []string{"worker", "tier", "source"}, nil)
+	viewCapDesc = prometheus.NewDesc("warmpath_router_kv_view_capacity_tokens",
+		"The tier's capacity the view is kept within (--kv-cpu-capacity-tokens); absent when unknown.", []string{"worker", "tier"}, nil)
+	viewEvictedDesc = prometheus.NewDesc("warmpath_router_kv_view_evicted_blocks_total",
+		"Blocks the router's view of a tier evicted to stay within its capacity, as the tier itself reports no evictions.", []string{"worker", "tier"}, nil)
+	viewLearnedDesc = prometheus.NewDesc("warmpath_router_kv_view_learned_blocks_total",
+		"Blocks the router's view of a tier took from its own routing (a prompt's whole chunks once its prefill ended).", []string{"worker", "tier"}, nil)
 	connectedDesc = prometheus.NewDesc("warmpath_router_kv_subscribed",
 		"1 while the router is connected to the worker's event stream.", []string{"worker"}, nil)
 )
@@ -50,7 +58,7 @@ func NewCollector(m *Manager, idx Store) *Collector { return &Collector{m: m, id
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, forgottenDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc, oversizeDesc, handshakeTimeoutsDesc} {
+	for _, d := range []*prometheus.Desc{eventsDesc, gapsDesc, replaysDesc, batchesDesc, restartsDesc, rejectedDesc, forgottenDesc, viewTokensDesc, viewCapDesc, viewEvictedDesc, viewLearnedDesc, blocksDesc, keysDesc, capDesc, evictedDesc, connectedDesc, unknownTopicDesc, oversizeDesc, handshakeTimeoutsDesc} {
 		ch <- d
 	}
 }
@@ -79,6 +87,17 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(connectedDesc, prometheus.GaugeValue, v, w)
+		for tier, tv := range health[w].Tiers {
+			if tier == kvindex.GPU.String() {
+				continue // vLLM's events are the truth there: kv_index_blocks says it
+			}
+			ch <- prometheus.MustNewConstMetric(viewTokensDesc, prometheus.GaugeValue, float64(tv.Tokens), w, tier, tv.Source)
+			if tv.CapacityTokens > 0 {
+				ch <- prometheus.MustNewConstMetric(viewCapDesc, prometheus.GaugeValue, float64(tv.CapacityTokens), w, tier)
+			}
+			counter(viewEvictedDesc, tv.Evicted, w, tier)
+			counter(viewLearnedDesc, tv.Learned, w, tier)
+		}
 	}
 	st := c.idx.Stats()
 	for w, b := range st.Blocks {
