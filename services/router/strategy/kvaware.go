@@ -123,6 +123,14 @@ type L2View interface {
 	Leading(model string, tokens []uint32) int
 }
 
+// L2Learner is an L2View that learns from prefills: an L2 that says
+// nothing of what it holds (Redis), whose view takes every prefilled
+// prompt's whole chunks as written through to it (l2learn).
+type L2Learner interface {
+	L2View
+	Learn(keys []uint64)
+}
+
 // RouteNoter takes kvaware's decisions: the worker a prompt of these
 // block keys went to (kvsub.Manager; the benchmark's fleet).
 type RouteNoter interface {
@@ -242,7 +250,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	m := matches[best]
 	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: m.Any, TotalChunks: len(g.keys),
 		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}}
-	if k.notes != nil {
+	if _, learns := k.l2.(L2Learner); k.notes != nil || learns {
 		d.Keys = g.keys
 	}
 	if d.TotalChunks > 0 {
@@ -257,8 +265,14 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 // new chunks and touches the ones it held, so the index's views of tiers
 // that do not report evictions take the use then, in LMCache's order.
 func (k *KVAware) Prefilled(worker string, keys []uint64) {
-	if k.notes != nil && len(keys) > 0 {
+	if len(keys) == 0 {
+		return
+	}
+	if k.notes != nil {
 		k.notes.Routed(worker, keys)
+	}
+	if l, ok := k.l2.(L2Learner); ok {
+		l.Learn(keys)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmpath/warmpath/services/router/internal/l2learn"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
@@ -228,5 +229,40 @@ func TestKVAwareL2AndRouteNotes(t *testing.T) {
 	d, _ = s.Pick(&Request{Model: "other", TokenIDs: prompt}, kvEPs(0, 0))
 	if d.TierBlocks[2] != 0 {
 		t.Fatalf("another model's prompt credited with L2 blocks: %+v", d)
+	}
+}
+
+// TestKVAwareLearnsAnL2ThatSaysNothing: with an L2 that publishes nothing
+// (Redis), a prompt prefilled on one worker is credited from the L2 to
+// every worker afterwards, so a busy worker's prompt can go to an idle one.
+func TestKVAwareLearnsAnL2ThatSaysNothing(t *testing.T) {
+	learner, err := l2learn.New(l2learn.Config{CapacityTokens: 1 << 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := kvindex.New(1 << 10)
+	s, err := New(Config{Name: NameKVAware}, WithIndex(x), WithL2(learner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := tokenIDs(5, 16*32) // two 256-token chunks
+	e := kvEPs(0, 0)
+	d, err := s.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+	if err != nil || d.TierBlocks[2] != 0 || len(d.Keys) != 32 {
+		t.Fatalf("first decision %+v, %v: want nothing credited and the prompt's keys", d, err)
+	}
+	s.(PrefillObserver).Prefilled(d.Endpoint, d.Keys)
+	busy := kvEPs(0, 0)
+	for i := range busy {
+		if busy[i].ID == d.Endpoint {
+			busy[i].PendingPrefill = 4000
+		}
+	}
+	d2, err := s.Pick(&Request{Model: "m", TokenIDs: prompt}, busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d2.Endpoint == d.Endpoint || d2.TierBlocks[2] != 32 {
+		t.Fatalf("second decision %+v: want the idle worker, all 32 blocks from the L2", d2)
 	}
 }

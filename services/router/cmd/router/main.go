@@ -30,6 +30,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+	"github.com/warmpath/warmpath/services/router/internal/l2learn"
 	"github.com/warmpath/warmpath/services/router/internal/l2view"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
@@ -76,6 +77,8 @@ func run() error {
 	fs.StringVar(&l2.TokenFile, "l2-token-file", "", "file holding the cache servers' bearer token (reread at each snapshot)")
 	fs.IntVar(&l2.ChunkTokens, "l2-chunk-tokens", 256, "LMCache's chunk_size: the tokens one L2 chunk holds")
 	fs.StringVar(&l2.HashSeed, "l2-hash-seed", "", "the workers' PYTHONHASHSEED, which LMCache's chunk hashes chain from; required with --l2-events-endpoints")
+	var l2learnCfg l2learn.Config
+	fs.IntVar(&l2learnCfg.CapacityTokens, "l2-learn-capacity-tokens", 0, "for an L2 that publishes nothing (Redis): its size in tokens (memory over the model's KV bytes per token); kvaware then takes every whole chunk a worker prefilled as written through to it, within that size; 0: off. Not with --l2-events-endpoints")
 	fs.IntVar(&l2.MaxChunks, "l2-max-chunks", 4<<20, "chunks the router's L2 view holds over all models (about 40 bytes each); chunks beyond are left out (the L2 is credited with less) until removals free room")
 	fs.DurationVar(&l2.DropAfter, "l2-drop-after", 10*time.Second, "how long a cache server may stay disconnected before its chunks stop being credited")
 	fs.DurationVar(&l2.SnapshotTimeout, "l2-snapshot-timeout", 10*time.Second, "timeout of one snapshot request")
@@ -149,6 +152,7 @@ func run() error {
 		return fmt.Errorf("--kv-cpu-events: %w", err)
 	}
 	kv.Tiers[kvindex.CPU].Events = cpuSource
+	l2learnCfg.ChunkTokens = l2.ChunkTokens
 	if kv.Tiers[kvindex.CPU].CapacityTokens < 0 || kv.Tiers[kvindex.CPU].ChunkTokens < 1 {
 		return errors.New("--kv-cpu-capacity-tokens must not be negative and --kv-cpu-chunk-tokens must be positive")
 	}
@@ -186,7 +190,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2, L2Learn: l2learnCfg,
 	})
 	if err != nil {
 		return err

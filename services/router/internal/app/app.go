@@ -26,6 +26,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
+	"github.com/warmpath/warmpath/services/router/internal/l2learn"
 	"github.com/warmpath/warmpath/services/router/internal/l2view"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
@@ -67,6 +68,10 @@ type Options struct {
 	// L2 follows the shared L2's own event streams (warmpath's cache
 	// servers), credited by kvaware to every worker; no Endpoints: off.
 	L2 l2view.Config
+	// L2Learn, when its CapacityTokens is set and no L2 event endpoints
+	// are, has kvaware learn the shared L2 from prefills (an L2 that
+	// publishes nothing: Redis).
+	L2Learn l2learn.Config
 	// Tokenizer configures tokenization for kvaware.
 	Tokenizer tokenizer.Config
 	// Tracer for request spans; nil disables.
@@ -124,7 +129,8 @@ type App struct {
 	server  *proxy.Server
 	index   kvStore
 	kvsubs  *kvsub.Manager
-	l2      *l2view.View // nil without L2 endpoints
+	l2      *l2view.View     // nil without L2 endpoints
+	l2learn *l2learn.Learner // nil unless the L2 is learned from prefills
 
 	mu      sync.Mutex // serialises reloads
 	current config.File
@@ -170,6 +176,20 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.kvsubs = kvsub.New(o.KVEvents, confirming{kvStore: a.index, app: a}, o.Log.With("component", "kvevents"))
 	if a.kvsubs.Enabled() {
 		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))
+	}
+	switch {
+	case o.L2Learn.CapacityTokens > 0 && len(o.L2.Endpoints) > 0:
+		return nil, errors.New("app: the L2 is either learned from prefills or read from its event streams, not both")
+	case o.L2Learn.CapacityTokens > 0:
+		l, err := l2learn.New(o.L2Learn)
+		if err != nil {
+			return nil, fmt.Errorf("app: L2 learned from prefills: %w", err)
+		}
+		a.l2learn = l
+		o.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "warmpath_router_l2_learned_chunks",
+			Help: "Chunks the router takes the shared L2 to hold, learned from prefills (--l2-learn-capacity-tokens).",
+		}, func() float64 { return float64(l.Chunks()) }))
 	}
 	if len(o.L2.Endpoints) > 0 {
 		v, err := l2view.New(o.L2, o.Log.With("component", "l2view"))
@@ -246,6 +266,9 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	var opts []strategy.Option
 	if a.kvsubs.Enabled() {
 		opts = append(opts, strategy.WithIndex(a.index), strategy.WithRouteNotes(a.kvsubs))
+	}
+	if a.l2learn != nil {
+		opts = append(opts, strategy.WithL2(a.l2learn))
 	}
 	if a.l2 != nil {
 		opts = append(opts, strategy.WithL2(a.l2))
