@@ -36,7 +36,7 @@ type block struct {
 // forever, it is also bounded (MaxWorkerBlocks): beyond it the least
 // recently stored or used block is forgotten, and taken out of the index
 // too, which costs a future match, never correctness. One goroutine feeds
-// one worker; Routed, Tiers and Held may be called from any.
+// one worker; Prefilled, Tiers and Held may be called from any.
 type Worker struct {
 	// mu guards the state below against Held, the one reader outside the
 	// feeding goroutine; uncontended otherwise.

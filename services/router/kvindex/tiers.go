@@ -85,7 +85,7 @@ type TierView struct {
 	Evicted uint64 `json:"evicted"`
 	// Learned counts blocks learned from routing (EventsNone).
 	Learned uint64 `json:"learned"`
-	// DroppedNotes counts routed prompts not applied because too many
+	// DroppedNotes counts prefilled prompts not applied because too many
 	// were waiting (reported on the CPU tier: the notes serve every tier).
 	DroppedNotes uint64 `json:"droppedNotes,omitempty"`
 }
@@ -104,8 +104,8 @@ type tierKey struct {
 // so it cannot collide with a real block keyed alike.
 const learnedMark = 0x9e3779b97f4a7c15
 
-// maxInbox bounds the routed prompts' keys waiting for the feed goroutine;
-// beyond it routing notes are dropped (a later touch or learn is missed,
+// maxInbox bounds the prefilled prompts' keys waiting for the feed goroutine;
+// beyond it prefill notes are dropped (a later touch or learn is missed,
 // which costs a future match, never correctness).
 const maxInbox = 1 << 16
 
@@ -126,13 +126,13 @@ func (w *Worker) SetTier(t Tier, p TierPolicy) {
 	w.policy[t] = p
 }
 
-// Routed tells the worker the router sent it a prompt with these block
-// keys (at the worker's GPU block size, from the first block). It is safe
-// for concurrent use: the note is applied with the next batch of events.
-// Shadowed tiers mark the blocks they hold most recently used (LMCache
-// touches a chunk it serves); EventsNone tiers learn the prompt's whole
-// chunks.
-func (w *Worker) Routed(keys []uint64) {
+// Prefilled tells the worker it finished the prefill of a prompt the
+// router sent it, given as the prompt's block keys (at the worker's GPU
+// block size, from the first block). It is safe for concurrent use: the
+// note is applied with the next batch of events. Tiers that do not report
+// evictions take the prompt's whole chunks as most recently used, held or
+// learned (LMCache touches the chunks it held and stores the rest).
+func (w *Worker) Prefilled(keys []uint64) {
 	if len(keys) == 0 || !w.shadowed() {
 		return
 	}
@@ -147,7 +147,7 @@ func (w *Worker) Routed(keys []uint64) {
 }
 
 // shadowed reports whether any tier is known other than by full events, so
-// routing notes matter. The policy is fixed before events start.
+// prefill notes matter. The policy is fixed before events start.
 func (w *Worker) shadowed() bool {
 	for _, p := range w.policy {
 		if p.Events != EventsFull || p.CapacityTokens > 0 {
@@ -157,7 +157,7 @@ func (w *Worker) shadowed() bool {
 	return false
 }
 
-// drainInbox applies the routing notes; on the feed goroutine.
+// drainInbox applies the prefill notes; on the feed goroutine.
 func (w *Worker) drainInbox() {
 	w.in.mu.Lock()
 	prompts := w.in.prompts

@@ -73,13 +73,13 @@ func TestStoreOnlyTierBoundedByCapacity(t *testing.T) {
 	}
 }
 
-func TestRoutedTouchKeepsChunk(t *testing.T) {
+func TestPrefilledTouchKeepsChunk(t *testing.T) {
 	x, w := shadowWorker(t, EventsStoreOnly, 2)
 	a, ka := cpuChunks(seq(8, 100), 100)
 	b, kb := cpuChunks(seq(8, 200), 200)
 	c, kc := cpuChunks(seq(8, 300), 300)
 	w.Apply(kvevents.Batch{Events: []kvevents.Event{a, b}})
-	w.Routed(ka) // a served from L1: most recently used, so b goes first
+	w.Prefilled(ka) // a served from L1: most recently used, so b goes first
 	w.Apply(kvevents.Batch{Events: []kvevents.Event{c}})
 	if local(x, ka) != 2 || local(x, kb) != 0 || local(x, kc) != 2 {
 		t.Fatalf("after routing a and storing c: a %d, b %d, c %d CPU blocks; want 2, 0, 2", local(x, ka), local(x, kb), local(x, kc))
@@ -90,13 +90,13 @@ func TestNoEventsTierLearnsFromRouting(t *testing.T) {
 	x, w := shadowWorker(t, EventsNone, 2)
 	ka := AppendKeys(nil, Seed("m", ""), seq(20, 100), 4) // 2 whole chunks and a part
 	kb := AppendKeys(nil, Seed("m", ""), seq(8, 200), 4)
-	w.Routed(ka)
+	w.Prefilled(ka)
 	w.Apply(kvevents.Batch{}) // the notes are applied with the next batch
 	if got := local(x, ka); got != 4 {
 		t.Fatalf("learned %d CPU blocks of a, want its 2 whole chunks (4 blocks)", got)
 	}
-	w.Routed(ka) // again: a touch, nothing new
-	w.Routed(kb)
+	w.Prefilled(ka) // again: a touch, nothing new
+	w.Prefilled(kb)
 	w.Apply(kvevents.Batch{})
 	if local(x, kb) != 2 || local(x, ka) != 0 {
 		t.Errorf("after b: a %d, b %d CPU blocks; want a's first chunk evicted (0) and b learned (2)", local(x, ka), local(x, kb))
@@ -130,11 +130,11 @@ func TestFullTierFollowsRemovals(t *testing.T) {
 	}
 }
 
-func TestRoutedInboxBounded(t *testing.T) {
+func TestPrefillInboxBounded(t *testing.T) {
 	_, w := shadowWorker(t, EventsStoreOnly, 2)
 	keys := make([]uint64, maxInbox/2+1)
-	w.Routed(keys)
-	w.Routed(keys) // over the bound: dropped, counted
+	w.Prefilled(keys)
+	w.Prefilled(keys) // over the bound: dropped, counted
 	if w.in.dropped != 1 || w.in.keys != len(keys) {
 		t.Fatalf("inbox holds %d keys, dropped %d; want %d and 1", w.in.keys, w.in.dropped, len(keys))
 	}
@@ -161,7 +161,7 @@ func TestFullTierCapacityWaitsForTheBatch(t *testing.T) {
 	b, kb := cpuChunks(seq(8, 200), 200)
 	c, kc := cpuChunks(seq(8, 300), 300)
 	w.Apply(kvevents.Batch{Events: []kvevents.Event{a, b}})
-	w.Routed(ka) // the view now takes b for the least recently used...
+	w.Prefilled(ka) // the view now takes b for the least recently used...
 	// ...but the worker evicted a, and says so after storing c.
 	w.Apply(kvevents.Batch{Events: []kvevents.Event{c, removed([]uint64{101}, "CPU")}})
 	if local(x, ka) != 0 || local(x, kb) != 2 || local(x, kc) != 2 {
@@ -180,7 +180,7 @@ func TestFullTierCapacityWaitsForTheBatch(t *testing.T) {
 func TestStoreOnlyLearnsPrefilledChunks(t *testing.T) {
 	x, w := shadowWorker(t, EventsStoreOnly, 2)
 	ka := AppendKeys(nil, Seed("m", ""), seq(8, 100), 4)
-	w.Routed(ka) // prefill ended before the store event arrived
+	w.Prefilled(ka) // prefill ended before the store event arrived
 	w.Apply(kvevents.Batch{})
 	if got := local(x, ka); got != 2 {
 		t.Fatalf("a prefilled chunk not in the view: %d CPU blocks", got)

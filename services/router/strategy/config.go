@@ -84,7 +84,7 @@ type Option func(*deps)
 
 type deps struct {
 	index BlockIndex
-	notes RouteNoter
+	notes PrefillObserver
 	l2    L2View
 }
 
@@ -96,10 +96,10 @@ func WithIndex(idx BlockIndex) Option { return func(d *deps) { d.index = idx } }
 // cache server's event stream), credited to every worker alike.
 func WithL2(v L2View) Option { return func(d *deps) { d.l2 = v } }
 
-// WithRouteNotes gives kvaware where to report its decisions, so the
-// index's views of tiers that do not report removals (or anything) follow
-// what it sends where.
-func WithRouteNotes(n RouteNoter) Option { return func(d *deps) { d.notes = n } }
+// WithPrefillNotes gives kvaware where to pass on the prefills of the
+// prompts it routed (kvsub.Manager; the benchmark's fleet), so the index's
+// views of tiers that do not report removals (or anything) follow them.
+func WithPrefillNotes(n PrefillObserver) Option { return func(d *deps) { d.notes = n } }
 
 // New validates cfg and builds the strategy it names, with fresh state.
 // The result is safe for concurrent use; prefixaware, session and kvaware

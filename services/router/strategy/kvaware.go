@@ -101,8 +101,8 @@ type KVAware struct {
 	idx      BlockIndex
 	guard    LoadGuard
 	fallback *PrefixAware
-	notes    RouteNoter // nil: decisions are not reported
-	l2       L2View     // nil: the L2 is known from workers' events only
+	notes    PrefillObserver // passed the prefills it hears of; nil: none
+	l2       L2View          // nil: the L2 is known from workers' events only
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -129,12 +129,6 @@ type L2View interface {
 type L2Learner interface {
 	L2View
 	Learn(keys []uint64)
-}
-
-// RouteNoter takes kvaware's decisions: the worker a prompt of these
-// block keys went to (kvsub.Manager; the benchmark's fleet).
-type RouteNoter interface {
-	Routed(worker string, keys []uint64)
 }
 
 type prediction struct {
@@ -269,7 +263,7 @@ func (k *KVAware) Prefilled(worker string, keys []uint64) {
 		return
 	}
 	if k.notes != nil {
-		k.notes.Routed(worker, keys)
+		k.notes.Prefilled(worker, keys)
 	}
 	if l, ok := k.l2.(L2Learner); ok {
 		l.Learn(keys)

@@ -190,10 +190,10 @@ func (f fixedL2) Leading(model string, tokens []uint32) int {
 	return min(f.n, len(tokens))
 }
 
-// routeNotes records kvaware's decisions.
-type routeNotes map[string]int
+// prefillNotes records kvaware's decisions.
+type prefillNotes map[string]int
 
-func (r routeNotes) Routed(worker string, keys []uint64) { r[worker] += len(keys) }
+func (r prefillNotes) Prefilled(worker string, keys []uint64) { r[worker] += len(keys) }
 
 // TestKVAwareL2AndRouteNotes: a prefix only the shared L2 holds is credited
 // to every worker as L2 blocks (so a busy worker holding part of it in GPU
@@ -206,8 +206,8 @@ func TestKVAwareL2AndRouteNotes(t *testing.T) {
 	x := kvindex.New(1 << 10)
 	e := kvEPs(2, 0)
 	x.Add(e[0].ID, kvindex.GPU, keys[:8])
-	notes := routeNotes{}
-	s, err := New(Config{Name: NameKVAware}, WithIndex(x), WithL2(fixedL2{"m", 16 * 32}), WithRouteNotes(notes))
+	notes := prefillNotes{}
+	s, err := New(Config{Name: NameKVAware}, WithIndex(x), WithL2(fixedL2{"m", 16 * 32}), WithPrefillNotes(notes))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,7 +220,7 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 		}
 		s.workers = append(s.workers, w)
 	}
-	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithRouteNotes(s))
+	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(s))
 	if err != nil {
 		return nil, err
 	}
@@ -242,12 +242,13 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	return s, nil
 }
 
-// Routed implements strategy.RouteNoter: kvaware's decisions reach the
-// worker's index state, as the router's subscriber passes them on.
-func (s *sim) Routed(worker string, keys []uint64) {
+// Prefilled implements strategy.PrefillObserver: the prefills of kvaware's
+// prompts reach the worker's index state, as the router's subscriber
+// passes them on.
+func (s *sim) Prefilled(worker string, keys []uint64) {
 	for _, w := range s.workers {
 		if w.id == worker {
-			w.feed.Routed(keys)
+			w.feed.Prefilled(keys)
 			return
 		}
 	}

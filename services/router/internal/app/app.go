@@ -265,7 +265,7 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	}
 	var opts []strategy.Option
 	if a.kvsubs.Enabled() {
-		opts = append(opts, strategy.WithIndex(a.index), strategy.WithRouteNotes(a.kvsubs))
+		opts = append(opts, strategy.WithIndex(a.index), strategy.WithPrefillNotes(a.kvsubs))
 	}
 	if a.l2learn != nil {
 		opts = append(opts, strategy.WithL2(a.l2learn))

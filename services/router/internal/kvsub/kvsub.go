@@ -326,7 +326,7 @@ type Health struct {
 }
 
 // newWorker is the index state of one worker, with the configured tier
-// policies, published on s for Routed and Health.
+// policies, published on s for Prefilled, Held and Health.
 func (m *Manager) newWorker(s *subscription, url, model string) *kvindex.Worker {
 	w := kvindex.NewWorker(m.idx, url, model, s.counters)
 	for t, p := range m.cfg.Tiers {
@@ -336,36 +336,35 @@ func (m *Manager) newWorker(s *subscription, url, model string) *kvindex.Worker 
 	return w
 }
 
-// Routed tells worker's index state that the router sent it a prompt of
-// these block keys (kvaware's decision), so views of tiers that do not
-// report removals, or nothing, stay in LMCache's order. Safe for
-// concurrent use; a worker not subscribed yet is skipped.
-func (m *Manager) Routed(worker string, keys []uint64) {
-	m.mu.Lock()
-	s := m.subs[worker]
-	m.mu.Unlock()
-	if s == nil {
-		return
-	}
-	if w := s.kw.Load(); w != nil {
-		w.Routed(keys)
+// Prefilled implements strategy.PrefillObserver: worker finished the
+// prefill of a prompt of these block keys that kvaware sent it, so views
+// of tiers that do not report removals, or nothing, stay in LMCache's
+// order. Safe for concurrent use; a worker without a feed yet is skipped.
+func (m *Manager) Prefilled(worker string, keys []uint64) {
+	if w := m.indexState(worker); w != nil {
+		w.Prefilled(keys)
 	}
 }
 
 // Held returns the engine hashes the router's view of worker holds in
 // tier (nil, false for a worker without a feed yet).
 func (m *Manager) Held(worker string, tier kvindex.Tier) ([]uint64, bool) {
-	m.mu.Lock()
-	s := m.subs[worker]
-	m.mu.Unlock()
-	if s == nil {
-		return nil, false
-	}
-	w := s.kw.Load()
+	w := m.indexState(worker)
 	if w == nil {
 		return nil, false
 	}
 	return w.Held(tier), true
+}
+
+// indexState is worker's index state; nil before its feed exists.
+func (m *Manager) indexState(worker string) *kvindex.Worker {
+	m.mu.Lock()
+	s := m.subs[worker]
+	m.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.kw.Load()
 }
 
 // Health returns each subscribed worker's stream state.
