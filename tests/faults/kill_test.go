@@ -79,9 +79,7 @@ func TestWorkerKilled(t *testing.T) {
 		t.Errorf("%d of %d non-streamed requests failed, want none: the router retries before the first byte", sc.NonStreamedFailed, sc.NonStreamed)
 	}
 	checkStreams(t, t0, rs, *sc.counts)
-	if sc.Sent < int(rate*dur.Seconds())*3/4 {
-		t.Errorf("sent %d requests, want about %v", sc.Sent, rate*dur.Seconds())
-	}
+	checkSent(t, sc.Sent, rate, dur)
 }
 
 // inFlight is each worker's router requests in flight.

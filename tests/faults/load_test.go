@@ -226,6 +226,15 @@ func logFailures(t *testing.T, t0 time.Time, rs []result) {
 
 func round(f float64) float64 { return float64(int(f*100+0.5)) / 100 }
 
+// checkSent fails the test when load sent well under rate × dur requests:
+// a run that barely loaded the stack proves little about the fault.
+func checkSent(t *testing.T, sent int, rate float64, dur time.Duration) {
+	t.Helper()
+	if sent < int(rate*dur.Seconds())*3/4 {
+		t.Errorf("sent %d requests, want about %v", sent, rate*dur.Seconds())
+	}
+}
+
 // checkStreams asserts that every stream ended within a bound: completed,
 // or cut short after its first byte (the status was sent, so the router
 // can only end it), never failed before its first byte, which the router

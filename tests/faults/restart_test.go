@@ -80,9 +80,7 @@ func TestRouterRestarted(t *testing.T) {
 	if sc.StreamsHung != 0 {
 		t.Errorf("%d streams hung past %v", sc.StreamsHung, requestBound)
 	}
-	if sc.Sent < int(rate*dur.Seconds())*3/4 {
-		t.Errorf("sent %d requests, want about %v", sc.Sent, rate*dur.Seconds())
-	}
+	checkSent(t, sc.Sent, rate, dur)
 }
 
 // waitReady polls base/ready every 100ms until it answers 200 and returns

@@ -130,16 +130,16 @@ func TestStoreOnlyL1ViewBoundedAndTrue(t *testing.T) {
 			{"warmpath_router_kv_view_tokens", `{source="events+shadow",tier="cpu",worker="` + w + `"}`, func(v float64) bool { return v > 0 && v <= l1Chunks*256 }, "within the L1"},
 			{"warmpath_router_kv_view_evicted_blocks_total", `{tier="cpu",worker="` + w + `"}`, func(v float64) bool { return v > 0 }, "> 0"},
 		} {
-			v, ok := sample(routerMetrics, tc.name+tc.labels)
-			if !ok || !tc.check(v) {
-				t.Errorf("%s%s = %v (exported %v), want %s", tc.name, tc.labels, v, ok, tc.want)
+			v, ok, err := harness.SumSamples(routerMetrics, tc.name+tc.labels)
+			if err != nil || !ok || !tc.check(v) {
+				t.Errorf("%s%s = %v (exported %v, %v), want %s", tc.name, tc.labels, v, ok, err, tc.want)
 			}
 		}
 	}
 	// The repeats come soon enough to hit the GPU cache (larger than this
 	// L1, which is small so that it evicts).
-	if v, ok := sample(routerMetrics, `warmpath_router_credited_blocks_total{strategy="kvaware",tier="gpu"}`); !ok || v == 0 {
-		t.Errorf("kvaware never credited a cached block (%v, exported %v); the workload repeats prompts", v, ok)
+	if v, ok, err := harness.SumSamples(routerMetrics, `warmpath_router_credited_blocks_total{strategy="kvaware",tier="gpu"}`); err != nil || !ok || v == 0 {
+		t.Errorf("kvaware never credited a cached block (%v, exported %v, %v); the workload repeats prompts", v, ok, err)
 	}
 }
 
@@ -252,12 +252,7 @@ func complete(t *testing.T, routerURL, p string) {
 
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := harness.GetBody(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := getBody(t, url)
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("GET %s: %v: %.200s", url, err, b)
 	}
@@ -265,13 +260,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 func metric(t *testing.T, base, name string) float64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := harness.GetBody(ctx, base+"/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum, _, err := harness.SumSamples(b, name)
+	sum, _, err := harness.SumSamples(getBody(t, base+"/metrics"), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,17 +276,6 @@ func getBody(t *testing.T, url string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// sample is the value of the exposition line naming series exactly.
-func sample(exposition []byte, series string) (float64, bool) {
-	for _, line := range strings.Split(string(exposition), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
 }
 
 // prompt is about n tokens of text unique to i.

@@ -225,18 +225,12 @@ func (c *client) metric(t *testing.T, ctx context.Context, name string) float64 
 // creditedL2 is the router's L2 blocks credited by kvaware.
 func (c *client) creditedL2(t *testing.T, ctx context.Context) float64 {
 	t.Helper()
-	for line := range strings.SplitSeq(string(c.get(t, ctx, "/metrics")), "\n") {
-		if strings.HasPrefix(line, "warmpath_router_credited_blocks_total{") &&
-			strings.Contains(line, `strategy="kvaware"`) && strings.Contains(line, `tier="l2"`) {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return v
-		}
+	// Absent until kvaware first credits an L2 block: 0.
+	v, _, err := harness.SumSamples(c.get(t, ctx, "/metrics"), `warmpath_router_credited_blocks_total{strategy="kvaware",tier="l2"}`)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	return v
 }
 
 type debugEndpoints struct {

@@ -45,26 +45,6 @@ func testShapes() []shape {
 	}
 }
 
-func TestShapesAreDeterministicPerSeed(t *testing.T) {
-	w := words(t)
-	for _, tt := range testShapes() {
-		t.Run(tt.name, func(t *testing.T) {
-			a, err := tt.gen(1).Generate(w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := tt.gen(1).Generate(w)
-			c, _ := tt.gen(2).Generate(w)
-			if !reflect.DeepEqual(a, b) {
-				t.Error("same seed, different requests")
-			}
-			if reflect.DeepEqual(a, c) {
-				t.Error("different seeds, same requests")
-			}
-		})
-	}
-}
-
 func TestShapesAreWellFormed(t *testing.T) {
 	w := words(t)
 	for _, tt := range testShapes() {

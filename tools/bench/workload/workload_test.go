@@ -40,6 +40,12 @@ func TestGeneratorsAreDeterministicPerSeed(t *testing.T) {
 			return workload.LongDoc{Docs: 3, DocTokens: 256, Questions: 2, Question: 8, Output: 8, Rate: 2, Seed: s}
 		}},
 	}
+	for _, sh := range testShapes() {
+		tests = append(tests, struct {
+			name string
+			gen  func(seed uint64) generator
+		}{sh.name, sh.gen})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, err := tt.gen(1).Generate(w)
