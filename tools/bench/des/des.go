@@ -32,7 +32,7 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 )
 
 // Config describes the fleet.

@@ -24,7 +24,7 @@ import (
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/tools/vllmsim/app"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 

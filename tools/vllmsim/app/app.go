@@ -31,7 +31,7 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/runtime"
 	"github.com/warmpath/warmpath/tools/vllmsim/server"
 	"github.com/warmpath/warmpath/tools/vllmsim/simmetrics"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 )
 
 // Connector is an external KV cache consulted when a request is admitted

@@ -6,7 +6,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 )
 
 func testModel(t testing.TB) timing.Model {

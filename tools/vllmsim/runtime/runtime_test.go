@@ -8,7 +8,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 )
 
 func newRuntime(t *testing.T, maxWaiting int) *Runtime {

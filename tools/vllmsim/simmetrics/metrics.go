@@ -17,7 +17,7 @@ import (
 
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
+	"github.com/warmpath/warmpath/libs/timing"
 )
 
 // Engine is what the collector reads at scrape time; the runtime

@@ -128,3 +128,43 @@ func TestWriteTableListsEveryPreset(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefillComputeSeconds: the compute-only price kvaware uses is the
+// compute part of the roofline step, so a compute-bound step is it plus the
+// step's overhead, and a memory-bound one costs more than it; queued tokens
+// are priced without attention, below their compute at any position.
+func TestPrefillComputeSeconds(t *testing.T) {
+	for _, name := range Names() {
+		m := mustModel(t, name)
+		p := m.Preset
+		tests := []struct {
+			start, n     int
+			computeBound bool
+		}{{0, 8192, true}, {16384, 2048, true}, {0, 16, false}, {0, 0, false}}
+		for _, tt := range tests {
+			step := m.PrefillSeconds(tt.start, tt.n)
+			c := m.PrefillComputeSeconds(tt.start, tt.n)
+			allReduce := 0.0
+			if p.TensorParallel > 1 {
+				allReduce = 2 * float64(p.Layers) * p.AllReduceSeconds
+			}
+			switch {
+			case tt.n == 0:
+				if c != 0 || m.QueuedPrefillSeconds(tt.n) != 0 {
+					t.Errorf("%s: %d tokens cost %v compute, %v queued: want 0", name, tt.n, c, m.QueuedPrefillSeconds(tt.n))
+				}
+			case tt.computeBound:
+				if d := step - p.StepOverheadSeconds - allReduce - c; d < -1e-12 || d > 1e-12 {
+					t.Errorf("%s: prefill(%d, %d) step %v, compute %v + overheads: off by %v", name, tt.start, tt.n, step, c, d)
+				}
+			default:
+				if !(c < step) {
+					t.Errorf("%s: memory-bound prefill(%d, %d): compute %v, want below the step's %v", name, tt.start, tt.n, c, step)
+				}
+			}
+			if q := m.QueuedPrefillSeconds(tt.n); tt.n > 0 && !(q < c) {
+				t.Errorf("%s: %d queued tokens priced %v, want below their compute %v", name, tt.n, q, c)
+			}
+		}
+	}
+}
