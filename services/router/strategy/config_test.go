@@ -18,7 +18,7 @@ func TestDefaults(t *testing.T) {
 		Session:     SessionConfig{Headers: []string{"x-session-id", "x-user-id"}, LoadFactor: 1.25},
 		KVAware: KVAwareConfig{TimingPreset: "llama-3.1-8b-h100", LoadGuard: &LoadGuardConfig{Window: 2, Ratio: 0.2},
 			PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536},
-		LoadGuard:   LoadGuardConfig{Window: 1, Ratio: 0.2},
+		LoadGuard: LoadGuardConfig{Window: 1, Ratio: 0.2},
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)
