@@ -110,8 +110,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		remote = "lm://" + lm
 	}
 	workers := make([]*proc.Process, cfg.Workers)
+	// Workers bind their ports only once started, so a later probe could
+	// be handed a port an earlier worker was given and has not bound yet.
+	taken := map[int]bool{}
 	for i := range cfg.Workers {
-		port, err := freePortRun(ctx, 3)
+		port, err := freePortRun(ctx, 3, taken)
 		if err != nil {
 			return nil, err
 		}
@@ -204,9 +207,10 @@ func freeAddrs(ctx context.Context, n int) (a, b, c string, err error) {
 	return addrs[0], addrs[1], addrs[2], nil
 }
 
-// freePortRun finds n consecutive free loopback ports: a worker's HTTP
-// port and, after it, its KV-event and replay ports.
-func freePortRun(ctx context.Context, n int) (int, error) {
+// freePortRun finds n consecutive free loopback ports, none of them in
+// taken (which it adds them to): a worker's HTTP port and, after it, its
+// KV-event and replay ports.
+func freePortRun(ctx context.Context, n int, taken map[int]bool) (int, error) {
 	var lc net.ListenConfig
 	for range 50 {
 		ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
@@ -219,6 +223,9 @@ func freePortRun(ctx context.Context, n int) (int, error) {
 			continue
 		}
 		ok := true
+		for p := base; ok && p < base+n; p++ {
+			ok = !taken[p]
+		}
 		for p := base + 1; ok && p < base+n; p++ {
 			l, err := lc.Listen(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(p))
 			if err != nil {
@@ -228,6 +235,9 @@ func freePortRun(ctx context.Context, n int) (int, error) {
 			_ = l.Close()
 		}
 		if ok {
+			for p := base; p < base+n; p++ {
+				taken[p] = true
+			}
 			return base, nil
 		}
 	}
