@@ -121,7 +121,7 @@ func New(cfg Config, opts ...Option) (Strategy, error) {
 		if d.index == nil {
 			return nil, errorf("strategy kvaware needs the KV event index: start the router with --kv-events-endpoint")
 		}
-		k := NewKVAware(cfg.KVAware, *cfg.KVAware.withDefaults().LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard))
+		k := NewKVAware(cfg.KVAware, cfg.LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard))
 		k.notes, k.l2 = d.notes, d.l2
 		return k, nil
 	default:

@@ -16,7 +16,7 @@ func TestDefaults(t *testing.T) {
 		Name:        "prefixaware",
 		PrefixAware: PrefixAwareConfig{ChunkSize: 128, CharsPerToken: 4, FallbackCapacityTokens: 200000, MaxChunksPerEndpoint: 262144, MaxEndpoints: 1024},
 		Session:     SessionConfig{Headers: []string{"x-session-id", "x-user-id"}, LoadFactor: 1.25},
-		KVAware: KVAwareConfig{TimingPreset: "llama-3.1-8b-h100", LoadGuard: &LoadGuardConfig{Window: 2, Ratio: 0.2},
+		KVAware: KVAwareConfig{TimingPreset: "llama-3.1-8b-h100", DelayedRequests: ptr(3.0),
 			PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536},
 		LoadGuard: LoadGuardConfig{Window: 1, Ratio: 0.2},
 	}
@@ -49,11 +49,9 @@ func TestValidate(t *testing.T) {
 		{"kvaware", func(c *Config) { c.Name = "kvaware" }, ""},
 		{"kvaware unknown timing preset", func(c *Config) { c.KVAware.TimingPreset = "gpt-9-tpu" }, `kvAware.timingPreset: timing: unknown preset "gpt-9-tpu" (known: [llama-3.1-70b-tp8-h100 llama-3.1-8b-h100 llama-3.1-8b-l4])`},
 		{"kvaware another timing preset", func(c *Config) { c.KVAware.TimingPreset = "llama-3.1-8b-l4" }, ""},
-		{"kvaware delayed requests", func(c *Config) { c.KVAware.DelayedRequests = 3 }, ""},
-		{"kvaware negative delayed requests", func(c *Config) { c.KVAware.DelayedRequests = -1 }, "kvAware.delayedRequests must be a finite number >= 0"},
-		{"kvaware NaN delayed requests", func(c *Config) { c.KVAware.DelayedRequests = math.NaN() }, "kvAware.delayedRequests must be a finite number >= 0"},
-		{"kvaware zero load guard", func(c *Config) { c.KVAware.LoadGuard = &LoadGuardConfig{} }, ""},
-		{"kvaware negative load guard", func(c *Config) { c.KVAware.LoadGuard = &LoadGuardConfig{Window: -1} }, "kvAware.loadGuard.window must be a finite number >= 0"},
+		{"kvaware own TTFT only", func(c *Config) { c.KVAware.DelayedRequests = ptr(0.0) }, ""},
+		{"kvaware negative delayed requests", func(c *Config) { c.KVAware.DelayedRequests = ptr(-1.0) }, "kvAware.delayedRequests must be a finite number >= 0"},
+		{"kvaware NaN delayed requests", func(c *Config) { c.KVAware.DelayedRequests = ptr(math.NaN()) }, "kvAware.delayedRequests must be a finite number >= 0"},
 		{"negative chunk size", func(c *Config) { c.PrefixAware.ChunkSize = -1 }, "prefixAware.chunkSize must be a positive"},
 		{"NaN chars per token", func(c *Config) { c.PrefixAware.CharsPerToken = math.NaN() }, "prefixAware.charsPerToken"},
 		{"negative fallback", func(c *Config) { c.PrefixAware.FallbackCapacityTokens = -5 }, "prefixAware.fallbackCapacityTokens"},
@@ -134,7 +132,7 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"timingPreset":"llama-3.1-8b-h100","delayedRequests":0,"loadGuard":{"window":2,"ratio":0.2},"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536},"loadGuard":{"window":1,"ratio":0.2}}`
+	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"timingPreset":"llama-3.1-8b-h100","delayedRequests":3,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536},"loadGuard":{"window":1,"ratio":0.2}}`
 	if string(out) != wantJSON {
 		t.Errorf("json.Marshal(Defaults()) = %s, want %s", out, wantJSON)
 	}
@@ -151,3 +149,5 @@ func TestSessionHeaders(t *testing.T) {
 		t.Errorf("Headers() with an empty list = %v, want none", got)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -149,7 +149,8 @@ func TestKVAwareConfirmEndsPredictions(t *testing.T) {
 // TestKVAwarePricesInEngineSeconds: the queue ahead of a request and the
 // prefill its cache saves are both seconds of the timing preset's model,
 // so a worker holding the whole prompt loses to an idle empty one exactly
-// when the queue ahead takes longer than the prompt's prefill.
+// when the queue ahead takes longer than the prompt's prefill (with
+// delayedRequests 0: the request's own TTFT alone).
 func TestKVAwarePricesInEngineSeconds(t *testing.T) {
 	model, err := KVAwareConfig{}.withDefaults().model()
 	if err != nil {
@@ -170,7 +171,7 @@ func TestKVAwarePricesInEngineSeconds(t *testing.T) {
 		e := kvEPs(0, 0)
 		x.Add(e[0].ID, kvindex.GPU, keys)
 		e[0].PendingPrefill = tt.pending
-		k := NewKVAware(KVAwareConfig{}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+		k := NewKVAware(KVAwareConfig{DelayedRequests: new(float64)}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
 		d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
 		if err != nil {
 			t.Fatal(err)
@@ -190,8 +191,8 @@ func TestKVAwarePrefillTokensAndDelayedRequests(t *testing.T) {
 		want    int // index into eps
 		prefill int // the decision's PrefillTokens
 	}{
-		{"own TTFT (the default): a 1000-token queue takes longer than the 320 cached tokens save", 0, 1, len(prompt)},
-		{"three later requests delayed: the saved prefill counts four times", 3, 0, len(prompt) - 20*16},
+		{"own TTFT only: a 1000-token queue takes longer than the 320 cached tokens save", 0, 1, len(prompt)},
+		{"three later requests delayed (the default): the saved prefill counts four times", 3, 0, len(prompt) - 20*16},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -199,7 +200,7 @@ func TestKVAwarePrefillTokensAndDelayedRequests(t *testing.T) {
 			e := kvEPs(0, 0)
 			x.Add(e[0].ID, kvindex.GPU, keys[:20])
 			e[0].PendingPrefill = 1000
-			k := NewKVAware(KVAwareConfig{DelayedRequests: tt.delayed}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+			k := NewKVAware(KVAwareConfig{DelayedRequests: &tt.delayed}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
 			d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
 			if err != nil {
 				t.Fatal(err)
