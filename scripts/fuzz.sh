@@ -47,6 +47,31 @@ else
 fi
 echo "fuzz: ${#targets[@]} target(s), $per each"
 
+# fuzz_one fuzzes one target. The fuzzing engine sometimes ends a run at
+# -fuzztime with "context deadline exceeded" while a worker is mid-input and
+# reports that as a failure with no failing input written; such a run is
+# tried once more. A real failure always writes its input, and is not retried.
+fuzz_one() {
+	local pkg=$1 fn=$2 dir=$3 out attempt
+	out=$(mktemp)
+	for attempt in 1 2; do
+		local began="@$(date +%s)"
+		# -vet=off: lint and the unit tests vet the same code already.
+		if go test -vet=off -run='^$' -fuzz="^${fn}\$" -fuzztime="$per" \
+			-fuzzminimizetime="$FUZZ_MINIMIZE" "$pkg" 2>&1 | tee "$out"; then
+			rm -f "$out"
+			return 0
+		fi
+		if ((attempt == 2)) || ! grep -q 'context deadline exceeded' "$out" ||
+			[[ -n "$(find "$dir/testdata/fuzz/$fn" -type f -newermt "$began" 2>/dev/null)" ]]; then
+			break
+		fi
+		echo "fuzz: $pkg $fn: the engine timed out with no failing input; running it once more"
+	done
+	rm -f "$out"
+	return 1
+}
+
 start=$SECONDS
 since="@$(date +%s)"
 failed=()
@@ -55,9 +80,7 @@ for t in "${targets[@]}"; do
 	fn="${t#*$'\t'}"
 	pkg="./$(realpath --relative-to=. "$dir")"
 	echo "fuzz: $pkg $fn ($per)"
-	# -vet=off: lint and the unit tests vet the same code already.
-	if ! go test -vet=off -run='^$' -fuzz="^${fn}\$" -fuzztime="$per" \
-		-fuzzminimizetime="$FUZZ_MINIMIZE" "$pkg"; then
+	if ! fuzz_one "$pkg" "$fn" "$dir"; then
 		failed+=("$pkg $fn")
 		# go test names the file it wrote; list it again where it is easy to find.
 		find "$dir/testdata/fuzz/$fn" -type f -newermt "$since" \
