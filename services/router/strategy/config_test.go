@@ -16,9 +16,8 @@ func TestDefaults(t *testing.T) {
 		Name:        "prefixaware",
 		PrefixAware: PrefixAwareConfig{ChunkSize: 128, CharsPerToken: 4, FallbackCapacityTokens: 200000, MaxChunksPerEndpoint: 262144, MaxEndpoints: 1024},
 		Session:     SessionConfig{Headers: []string{"x-session-id", "x-user-id"}, LoadFactor: 1.25},
-		KVAware: KVAwareConfig{TimingPreset: "llama-3.1-8b-h100", DelayedRequests: ptr(3.0),
-			PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536},
-		LoadGuard: LoadGuardConfig{Window: 1, Ratio: 0.2},
+		KVAware:     KVAwareConfig{GPUWeight: 1, CPUWeight: 0.8, L2Weight: 0.5, LoadTokens: 256, QueueWeight: 0.25, PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536},
+		LoadGuard:   LoadGuardConfig{Window: 1, Ratio: 0.2},
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)
@@ -47,11 +46,10 @@ func TestValidate(t *testing.T) {
 		{"unknown strategy", func(c *Config) { c.Name = "random" }, `unknown strategy "random"; valid strategies: roundrobin, session, prefixaware`},
 		{"empty strategy", func(c *Config) { c.Name = "" }, `unknown strategy ""`},
 		{"kvaware", func(c *Config) { c.Name = "kvaware" }, ""},
-		{"kvaware unknown timing preset", func(c *Config) { c.KVAware.TimingPreset = "gpt-9-tpu" }, `kvAware.timingPreset: timing: unknown preset "gpt-9-tpu" (known: [llama-3.1-70b-tp8-h100 llama-3.1-8b-h100 llama-3.1-8b-l4])`},
-		{"kvaware another timing preset", func(c *Config) { c.KVAware.TimingPreset = "llama-3.1-8b-l4" }, ""},
-		{"kvaware own TTFT only", func(c *Config) { c.KVAware.DelayedRequests = ptr(0.0) }, ""},
-		{"kvaware negative delayed requests", func(c *Config) { c.KVAware.DelayedRequests = ptr(-1.0) }, "kvAware.delayedRequests must be a finite number >= 0"},
-		{"kvaware NaN delayed requests", func(c *Config) { c.KVAware.DelayedRequests = ptr(math.NaN()) }, "kvAware.delayedRequests must be a finite number >= 0"},
+		{"kvaware weights out of order", func(c *Config) { c.KVAware.CPUWeight = 1; c.KVAware.GPUWeight = 0.5 }, "gpuWeight >= cpuWeight >= l2Weight"},
+		{"kvaware weight above 1", func(c *Config) { c.KVAware.GPUWeight = 2 }, "kvAware.gpuWeight must be between 0 and 1"},
+		{"kvaware queue ignored", func(c *Config) { c.KVAware.QueueWeight = -1 }, ""},
+		{"kvaware NaN queue weight", func(c *Config) { c.KVAware.QueueWeight = math.NaN() }, "kvAware.queueWeight must be a finite number"},
 		{"negative chunk size", func(c *Config) { c.PrefixAware.ChunkSize = -1 }, "prefixAware.chunkSize must be a positive"},
 		{"NaN chars per token", func(c *Config) { c.PrefixAware.CharsPerToken = math.NaN() }, "prefixAware.charsPerToken"},
 		{"negative fallback", func(c *Config) { c.PrefixAware.FallbackCapacityTokens = -5 }, "prefixAware.fallbackCapacityTokens"},
@@ -132,7 +130,7 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"timingPreset":"llama-3.1-8b-h100","delayedRequests":3,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536},"loadGuard":{"window":1,"ratio":0.2}}`
+	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"gpuWeight":1,"cpuWeight":0.8,"l2Weight":0.5,"loadTokens":256,"queueWeight":0.25,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536},"loadGuard":{"window":1,"ratio":0.2}}`
 	if string(out) != wantJSON {
 		t.Errorf("json.Marshal(Defaults()) = %s, want %s", out, wantJSON)
 	}
@@ -149,5 +147,3 @@ func TestSessionHeaders(t *testing.T) {
 		t.Errorf("Headers() with an empty list = %v, want none", got)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

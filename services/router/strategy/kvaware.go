@@ -1,35 +1,39 @@
 package strategy
 
 import (
+	"math"
 	"sync"
 	"time"
 
-	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // KVAwareConfig configures kvaware. In a file:
 //
-//	kvAware: {timingPreset: llama-3.1-8b-h100, delayedRequests: 3, predictionTTLSeconds: 2, defaultBlockSize: 16}
+//	kvAware: {gpuWeight: 1, cpuWeight: 0.8, l2Weight: 0.5, loadTokens: 256, queueWeight: 0.25, predictionTTLSeconds: 2, defaultBlockSize: 16}
 type KVAwareConfig struct {
-	// TimingPreset names the engine cost model kvaware prices a decision
-	// with (libs/timing: the model and GPU the workers run; the simulator
-	// runs on the same model): how long the prompt's uncached part takes to
-	// prefill, its L1 and L2 parts to load, and the work queued ahead of it
-	// to clear. Default llama-3.1-8b-h100.
-	TimingPreset string `json:"timingPreset" yaml:"timingPreset"`
-	// DelayedRequests is how many later requests each second of prefill
-	// sent to a worker is taken to delay, besides the request's own: the
-	// work a cache saves counts (1 + DelayedRequests) times, the queue
-	// ahead once. A request's own time to first token is the queue ahead
-	// plus its prefill; the fleet's also holds every request that queues
-	// behind that prefill, and a prompt sent away from its cache copies its
-	// prefix onto a second worker, evicting what later requests would hit
-	// there. Default 3 (the work saved weighs four times the queue, the
-	// lean of the hand-set queue weight 0.25 this cost replaced); 0 prices
-	// the request's own TTFT alone. On the shipped trace 3 kept 92% of the
-	// oracle's hit rate where 0 kept 88% (docs/benchmarks.md).
-	DelayedRequests *float64 `json:"delayedRequests,omitempty" yaml:"delayedRequests,omitempty"`
+	// GPUWeight, CPUWeight and L2Weight are the share of a cached block's
+	// prefill a tier saves: a GPU hit saves it all, an L1 (CPU) hit pays a
+	// transfer, an L2 hit a network fetch (0..1, GPU >= CPU >= L2).
+	GPUWeight float64 `json:"gpuWeight" yaml:"gpuWeight"`
+	CPUWeight float64 `json:"cpuWeight" yaml:"cpuWeight"`
+	L2Weight  float64 `json:"l2Weight" yaml:"l2Weight"`
+	// LoadTokens prices one request running or queued at a worker in
+	// prompt tokens still to prefill, so load and cache trade off in one
+	// cost.
+	LoadTokens float64 `json:"loadTokens" yaml:"loadTokens"`
+	// QueueWeight prices the prompt tokens the router sent a worker that
+	// it has not begun answering (Endpoint.PendingPrefill): a new
+	// request's prefill waits behind them, so 1 would make the cost the
+	// request's own estimated time to first token, in tokens. The default,
+	// 0.25, leans towards cache affinity, because a request sent away from
+	// its busy cache also copies its prefix onto a second worker, evicting
+	// what later requests would have hit there: on the shipped trace (8
+	// workers) it cut kvaware's TTFT p90 from -25% to -31% against round
+	// robin and lifted its hit rate, where 1 cut TTFT as far but lost 8
+	// points of hit rate (docs/benchmarks.md). Negative turns it off; 0
+	// takes the default.
+	QueueWeight float64 `json:"queueWeight" yaml:"queueWeight"`
 	// PredictionTTL is how long a routed request's blocks count as cached
 	// on its worker before the worker's own events confirm them, so a burst
 	// of siblings lands together.
@@ -42,17 +46,18 @@ type KVAwareConfig struct {
 }
 
 func (c KVAwareConfig) withDefaults() KVAwareConfig {
-	if c.TimingPreset == "" {
-		c.TimingPreset = timing.DefaultPreset
+	if c.GPUWeight == 0 && c.CPUWeight == 0 && c.L2Weight == 0 {
+		c.GPUWeight, c.CPUWeight, c.L2Weight = 1, 0.8, 0.5
 	}
-	if c.DelayedRequests == nil {
-		three := 3.0
-		c.DelayedRequests = &three
+	if c.LoadTokens == 0 {
+		c.LoadTokens = 256
+	}
+	if c.QueueWeight == 0 {
+		c.QueueWeight = 0.25
 	}
 	if c.PredictionTTLSeconds == 0 {
 		c.PredictionTTLSeconds = 2
 	}
-
 	if c.DefaultBlockSize == 0 {
 		c.DefaultBlockSize = 16
 	}
@@ -63,25 +68,27 @@ func (c KVAwareConfig) withDefaults() KVAwareConfig {
 }
 
 func (c KVAwareConfig) validate() error {
-	if _, err := c.model(); err != nil {
-		return errorf("kvAware.timingPreset: %v", err)
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"gpuWeight", c.GPUWeight}, {"cpuWeight", c.CPUWeight}, {"l2Weight", c.L2Weight}} {
+		if !finiteNonNegative(w.v) || w.v > 1 {
+			return errorf("kvAware.%s must be between 0 and 1, got %v", w.name, w.v)
+		}
 	}
-	if !finiteNonNegative(*c.DelayedRequests) {
-		return errorf("kvAware.delayedRequests must be a finite number >= 0, got %v", *c.DelayedRequests)
+	if c.CPUWeight > c.GPUWeight || c.L2Weight > c.CPUWeight {
+		return errorf("kvAware weights must not grow with slower tiers: gpuWeight >= cpuWeight >= l2Weight")
+	}
+	if math.IsNaN(c.QueueWeight) || math.IsInf(c.QueueWeight, 0) {
+		return errorf("kvAware.queueWeight must be a finite number, got %v", c.QueueWeight)
+	}
+	if !finiteNonNegative(c.LoadTokens) {
+		return errorf("kvAware.loadTokens must be a finite number >= 0, got %v", c.LoadTokens)
 	}
 	if !finiteNonNegative(c.PredictionTTLSeconds) || c.DefaultBlockSize < 1 || c.MaxPredictions < 0 {
 		return errorf("kvAware.predictionTTLSeconds and maxPredictions must not be negative, defaultBlockSize must be >= 1")
 	}
 	return nil
-}
-
-// model is the cost model TimingPreset names.
-func (c KVAwareConfig) model() (timing.Model, error) {
-	p, err := timing.Lookup(c.TimingPreset)
-	if err != nil {
-		return timing.Model{}, err
-	}
-	return timing.NewModel(p)
 }
 
 // KVAware routes each request to the worker whose caches hold most of its
@@ -91,7 +98,6 @@ func (c KVAwareConfig) model() (timing.Model, error) {
 // token ids (the tokenizer failed) is routed by prefixaware instead.
 type KVAware struct {
 	cfg      KVAwareConfig
-	model    timing.Model
 	idx      BlockIndex
 	guard    LoadGuard
 	fallback *PrefixAware
@@ -132,16 +138,8 @@ type prediction struct {
 
 // NewKVAware returns kvaware over idx; fallback routes requests without
 // token ids.
-// cfg must be valid (Config.Validate); an unknown timing preset falls back
-// to the default.
 func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallback *PrefixAware) *KVAware {
-	cfg = cfg.withDefaults()
-	model, err := cfg.model()
-	if err != nil {
-		cfg.TimingPreset = timing.DefaultPreset
-		model, _ = cfg.model()
-	}
-	return &KVAware{cfg: cfg, model: model, idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}}
+	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}}
 }
 
 // SetClock replaces the clock predictions expire by; the benchmark's
@@ -221,24 +219,11 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 			}
 		}
 	}
-	tokens := len(req.TokenIDs)
-	own := make([]float64, len(eps))
-	for i := range eps {
-		m, bs := matches[i], blocks[i]
-		gpu := min(m.GPU*bs, tokens)
-		cpu := min((m.Local-m.GPU)*bs, tokens-gpu)
-		l2 := min((m.Any-m.Local)*bs, tokens-gpu-cpu)
-		cached := gpu + cpu + l2
-		own[i] = k.model.PrefillComputeSeconds(cached, tokens-cached) +
-			k.model.LoadSeconds(timing.TierCPU, cpu) + k.model.LoadSeconds(timing.TierRemote, l2)
-	}
-	// cost is the request's time to first token at worker i, in seconds
-	// of the engine's cost model: the prefill queued ahead of it, then its
-	// own prefill of what no tier holds and the loads of what L1 and L2
-	// hold (GPU blocks cost nothing); its own part weighs more when later
-	// requests are taken to wait behind it (DelayedRequests).
+	tokens := float64(len(req.TokenIDs))
 	cost := func(i int) float64 {
-		return k.model.QueuedPrefillSeconds(eps[i].PendingPrefill) + own[i]*(1+*k.cfg.DelayedRequests)
+		m, bs := matches[i], float64(blocks[i])
+		credit := bs * (k.cfg.GPUWeight*float64(m.GPU) + k.cfg.CPUWeight*float64(m.Local-m.GPU) + k.cfg.L2Weight*float64(m.Any-m.Local))
+		return max(tokens-credit, 0) + max(k.cfg.QueueWeight, 0)*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load()
 	}
 	// Ties (nothing cached anywhere, equal load) are broken by a hash of
 	// the prompt's first block, so different prompts spread over the tied

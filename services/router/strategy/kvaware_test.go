@@ -146,61 +146,26 @@ func TestKVAwareConfirmEndsPredictions(t *testing.T) {
 	}
 }
 
-// TestKVAwarePricesInEngineSeconds: the queue ahead of a request and the
-// prefill its cache saves are both seconds of the timing preset's model,
-// so a worker holding the whole prompt loses to an idle empty one exactly
-// when the queue ahead takes longer than the prompt's prefill (with
-// delayedRequests 0: the request's own TTFT alone).
-func TestKVAwarePricesInEngineSeconds(t *testing.T) {
-	model, err := KVAwareConfig{}.withDefaults().model()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prompt := tokenIDs(4, 16*32)
-	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
-	// The queue (in tokens) that takes as long as the prompt's prefill.
-	even := int(model.PrefillComputeSeconds(0, len(prompt)) / model.QueuedPrefillSeconds(1))
-	if even < 100 {
-		t.Fatalf("break-even queue of %d tokens: the model prices a queued token above a prompt's", even)
-	}
-	for _, tt := range []struct {
-		pending int
-		want    int
-	}{{even - 10, 0}, {even + 10, 1}} {
-		x := kvindex.New(1 << 10)
-		e := kvEPs(0, 0)
-		x.Add(e[0].ID, kvindex.GPU, keys)
-		e[0].PendingPrefill = tt.pending
-		k := NewKVAware(KVAwareConfig{DelayedRequests: new(float64)}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
-		d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Endpoint != e[tt.want].ID {
-			t.Errorf("queue of %d tokens (break-even %d) ahead of the cached worker: picked %s, want %s", tt.pending, even, d.Endpoint, e[tt.want].ID)
-		}
-	}
-}
-
-func TestKVAwarePrefillTokensAndDelayedRequests(t *testing.T) {
+func TestKVAwarePrefillTokensAndQueueWeight(t *testing.T) {
 	prompt := tokenIDs(2, 16*32+5) // 32 full blocks and 5 tokens
 	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
 	tests := []struct {
-		name    string
-		delayed float64
-		want    int // index into eps
-		prefill int // the decision's PrefillTokens
+		name        string
+		queueWeight float64
+		want        int // index into eps
+		prefill     int // the decision's PrefillTokens
 	}{
-		{"own TTFT only: a 1000-token queue takes longer than the 320 cached tokens save", 0, 1, len(prompt)},
-		{"three later requests delayed (the default): the saved prefill counts four times", 3, 0, len(prompt) - 20*16},
+		{"default weight 0.25: the 1000-token queue costs 250, less than the 320 cached tokens save", 0, 0, len(prompt) - 20*16},
+		{"weight 1: the queue counts in full", 1, 1, len(prompt)},
+		{"negative weight: the queue is ignored", -1, 0, len(prompt) - 20*16},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			x := kvindex.New(1 << 10)
 			e := kvEPs(0, 0)
 			x.Add(e[0].ID, kvindex.GPU, keys[:20])
-			e[0].PendingPrefill = 1000
-			k := NewKVAware(KVAwareConfig{DelayedRequests: &tt.delayed}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+			e[0].PendingPrefill = 1000 // the cache saves 320 tokens
+			k := NewKVAware(KVAwareConfig{QueueWeight: tt.queueWeight}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
 			d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
 			if err != nil {
 				t.Fatal(err)
@@ -239,9 +204,8 @@ func TestKVAwareL2AndRouteNotes(t *testing.T) {
 	prompt := tokenIDs(3, 16*32)
 	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
 	x := kvindex.New(1 << 10)
-	e := kvEPs(0, 0)
+	e := kvEPs(2, 0)
 	x.Add(e[0].ID, kvindex.GPU, keys[:8])
-	e[0].PendingPrefill = 2000 // busy
 	notes := prefillNotes{}
 	s, err := New(Config{Name: NameKVAware}, WithIndex(x), WithL2(fixedL2{"m", 16 * 32}), WithPrefillNotes(notes))
 	if err != nil {

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/blockhash"
-	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/report"
@@ -33,6 +32,7 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
+	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 // Config describes the fleet.

@@ -81,25 +81,15 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}()
 	ts := strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64)
-	kvaware := cfg.Strategy == "kvaware"
-	var remote, l2Events string
+	var remote string
 	if cfg.L2 {
 		lm, resp, httpAddr, err := freeAddrs(ctx, 3)
 		if err != nil {
 			return nil, err
 		}
-		argv := []string{filepath.Join(cfg.BinDir, "cacheserver"),
+		p, err := s.start(ctx, cfg, "cacheserver", []string{filepath.Join(cfg.BinDir, "cacheserver"),
 			"--lm-listen", lm, "--resp-listen", resp, "--http-listen", httpAddr,
-			"--memory-capacity-bytes", strconv.FormatInt(cfg.CacheBytes, 10), "--log-format", "text"}
-		if kvaware {
-			// The cache server tells kvaware what the L2 holds, as the
-			// operator wires it (docs/router.md, "The shared L2").
-			if l2Events, err = proc.FreeAddr(ctx); err != nil {
-				return nil, err
-			}
-			argv = append(argv, "--kv-events-endpoint", "tcp://"+l2Events)
-		}
-		p, err := s.start(ctx, cfg, "cacheserver", argv, nil)
+			"--memory-capacity-bytes", strconv.FormatInt(cfg.CacheBytes, 10), "--log-format", "text"}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +99,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		remote = "lm://" + lm
 	}
+	kvaware := cfg.Strategy == "kvaware"
 	workers := make([]*proc.Process, cfg.Workers)
 	// Workers bind their ports only once started, so a later probe could
 	// be handed a port an earlier worker was given and has not bound yet.
@@ -159,10 +150,6 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			"--tokenizer-local", localTokenizer(cfg.Model, cfg.SimArgs))
 		if cfg.L1CapacityTokens > 0 {
 			argv = append(argv, "--kv-cpu-capacity-tokens", strconv.Itoa(cfg.L1CapacityTokens))
-		}
-		if l2Events != "" {
-			// The workers' PYTHONHASHSEED, which LMCache's chunk hashes chain from.
-			argv = append(argv, "--l2-events-endpoints", "tcp://"+l2Events, "--l2-snapshot-urls", s.CacheURL, "--l2-hash-seed", "0")
 		}
 	}
 	r, err := s.start(ctx, cfg, "router", argv, nil)

@@ -23,7 +23,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/demo"
 	"github.com/warmpath/warmpath/tools/bench/des"
@@ -31,6 +30,7 @@ import (
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
+	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 func main() {
@@ -216,7 +216,7 @@ func runResults(args []string) error {
 func runDES(args []string) error {
 	fs := flag.NewFlagSet("des", flag.ContinueOnError)
 	workers := fs.Int("workers", 8, "simulated workers")
-	preset := fs.String("preset", "", "timing preset of the workers and of kvaware's cost model (default: the simulator's)")
+	preset := fs.String("preset", "", "timing preset (default: the simulator's)")
 	gpuBlocks := fs.Int("gpu-blocks", 0, "GPU KV blocks of 16 tokens per worker (0: the preset's at 0.9 memory utilisation)")
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (0: no LMCache)")
 	l1Events := fs.String("l1-events", string(lmcache.EventsStoreOnly), "what each L1 publishes: store-only (current LMCache), none or full; the router keeps its view of L1 accordingly")
@@ -248,10 +248,6 @@ func runDES(args []string) error {
 		if err := json.Unmarshal(b, &base); err != nil {
 			return fmt.Errorf("%s: %w", *stratFile, err)
 		}
-	}
-	if *preset != "" {
-		// kvaware prices decisions with the model the fleet runs on.
-		base.KVAware.TimingPreset = *preset
 	}
 	if base.PrefixAware.OffloadCapacityTokens == 0 && cfg.L1Bytes > 0 {
 		// As the router should be configured for this L1 (docs/router.md).

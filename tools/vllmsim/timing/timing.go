@@ -1,8 +1,8 @@
-// Package timing is the vLLM engine cost model the simulator runs on and kvaware
-// prices its decisions with: how long one engine step takes on a given GPU for a
-// given model. It is a roofline model — a step costs the larger of its compute time
-// and its memory time, plus fixed per-step overheads — with constants taken from
-// model cards and GPU datasheets (see Presets and docs/simulator.md for the sources).
+// Package timing is the simulator's cost model: how long one engine step
+// takes on a given GPU for a given model. It is a roofline model — a step
+// costs the larger of its compute time and its memory time, plus fixed
+// per-step overheads — with constants taken from model cards and GPU
+// datasheets (see Presets and docs/simulator.md for the sources).
 //
 //   - Prefill is compute-bound: 2·params FLOPs per new token, plus the
 //     attention term 4·layers·hidden·context FLOPs per token, which grows
@@ -132,43 +132,6 @@ func (m Model) NetworkSeconds(tokens int) float64 {
 // otherwise idle engine; handy for documentation and tests.
 func (m Model) PrefillSeconds(start, n int) float64 {
 	return m.StepSeconds(Batch{Prefill: []Chunk{{Start: start, N: n}}})
-}
-
-// PrefillComputeSeconds is the compute of prefilling n tokens starting at
-// position start: their FLOPs, attention included, at the effective rate,
-// without the step's memory floor and overheads. In a busy engine, whose
-// steps batch many requests' tokens, it is what those tokens add; kvaware
-// prices prefills with it, since a small prefill that costs a whole
-// memory-bound step alone costs little beside others.
-func (m Model) PrefillComputeSeconds(start, n int) float64 {
-	return m.linearSeconds(n) + m.attentionSeconds(start, n)
-}
-
-// QueuedPrefillSeconds prices tokens other requests still have to prefill
-// on an engine: their compute without attention (their positions are
-// unknown), so a little low for long prompts. It is what a new request
-// waits behind them.
-func (m Model) QueuedPrefillSeconds(tokens int) float64 {
-	return m.linearSeconds(tokens)
-}
-
-// linearSeconds is the 2·params FLOPs per token of n tokens.
-func (m Model) linearSeconds(n int) float64 {
-	if n <= 0 {
-		return 0
-	}
-	return 2 * m.Preset.Params * float64(n) / float64(m.Preset.TensorParallel) / m.flopsPerSec
-}
-
-// attentionSeconds is the attention FLOPs of n tokens from position start:
-// the token at position i attends to i+1 tokens.
-func (m Model) attentionSeconds(start, n int) float64 {
-	if n <= 0 {
-		return 0
-	}
-	p := m.Preset
-	nf, s := float64(n), float64(start)
-	return 4 * float64(p.Layers*p.Hidden) * (nf*s + nf*(nf+1)/2) / float64(p.TensorParallel) / m.flopsPerSec
 }
 
 // NumGPUBlocks is how many KV blocks of blockSize tokens fit in GPU memory
