@@ -190,7 +190,8 @@ func (f fixedL2) Leading(model string, tokens []uint32) int {
 	return min(f.n, len(tokens))
 }
 
-// prefillNotes records kvaware's decisions.
+// prefillNotes counts the prompt keys kvaware passes on per worker when
+// their prefill ends.
 type prefillNotes map[string]int
 
 func (r prefillNotes) Prefilled(worker string, keys []uint64) { r[worker] += len(keys) }
