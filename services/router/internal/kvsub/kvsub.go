@@ -52,7 +52,7 @@ type Config struct {
 	// ReplayTimeout bounds one replay request (5s).
 	ReplayTimeout time.Duration
 	// RetryInterval is the first wait before dialing a worker again
-	// (1s, doubling to 30s).
+	// (1s, doubling to 30s; zsub.Backoff).
 	RetryInterval time.Duration
 	// MaxFrameBytes bounds one ZMTP frame a peer may announce on any event
 	// or replay connection (zmtpguard.DefaultMaxFrame, 4 MiB);
@@ -433,20 +433,21 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 		}
 	}
 	feed := kvindex.NewFeed(m.newWorker(s, workerURL, model), replay)
-	wait := m.cfg.RetryInterval
+	backoff := zsub.Backoff{First: m.cfg.RetryInterval}
 	for ctx.Err() == nil {
+		start := time.Now()
 		err := m.subscribe(ctx, endpoint, feed, s, log)
 		s.conn.set(false, err)
 		if ctx.Err() != nil {
 			return
 		}
+		wait := backoff.Next(time.Since(start))
 		log.Warn("kv events: subscription lost; retrying", "endpoint", endpoint, "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 30*time.Second)
 	}
 }
 

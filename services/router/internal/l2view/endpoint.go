@@ -89,7 +89,7 @@ func (v *View) Run(ctx context.Context) {
 }
 
 func (e *endpoint) run(ctx context.Context, scheme string) {
-	wait := e.v.cfg.RetryInterval
+	backoff := zsub.Backoff{First: e.v.cfg.RetryInterval}
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := e.session(ctx, zmtpguard.Endpoint(scheme, e.cfg.Events))
@@ -100,16 +100,13 @@ func (e *endpoint) run(ctx context.Context, scheme string) {
 		// A server that stays away stops counting: the router must not
 		// send prompts to be fetched from an L2 node that is gone.
 		time.AfterFunc(e.v.cfg.DropAfter, func() { e.drop(gen) })
-		if time.Since(start) > time.Minute {
-			wait = e.v.cfg.RetryInterval // it was up a while: not a flapping server
-		}
+		wait := backoff.Next(time.Since(start))
 		e.log.Warn("l2 view: cache server stream lost; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, 30*time.Second)
 	}
 }
 
