@@ -267,3 +267,49 @@ func TestKVAwareLearnsAnL2ThatSaysNothing(t *testing.T) {
 		t.Fatalf("second decision %+v: want the idle worker, all 32 blocks from the L2", d2)
 	}
 }
+
+// TestKVAwareAffinitySlack: a worker whose caches save a long prompt more
+// than the others' may carry one more request than the load guard allows;
+// a prefix every worker holds earns nobody slack.
+func TestKVAwareAffinitySlack(t *testing.T) {
+	prompt := tokenIDs(3, 16*512) // 8,192 tokens: two AffinityTokens of lead
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	tests := []struct {
+		name     string
+		cfg      KVAwareConfig
+		everyone bool // every worker holds the prompt
+		pending  int  // prompt tokens queued at the worker holding it
+		loads    []int
+		wantHot  bool // the worker holding the prompt (e[0]) is picked
+	}{
+		{"a long cached prompt earns one more request", KVAwareConfig{}, false, 0, []int{2, 0, 0}, true},
+		{"but not two", KVAwareConfig{}, false, 0, []int{3, 0, 0}, false},
+		{"two when configured", KVAwareConfig{MaxAffinitySlack: 2}, false, 0, []int{3, 0, 0}, true},
+		{"a prefix every worker holds earns none", KVAwareConfig{}, true, 0, []int{2, 0, 0}, false},
+		{"a holder busy prefilling earns none", KVAwareConfig{}, false, 6000, []int{2, 0, 0}, false},
+		{"a little prefill queued does not cancel the lead", KVAwareConfig{}, false, 1000, []int{2, 0, 0}, true},
+		{"off", KVAwareConfig{AffinityTokens: -1}, false, 0, []int{2, 0, 0}, false},
+		{"a lead shorter than affinityTokens earns none", KVAwareConfig{AffinityTokens: 16384}, false, 0, []int{2, 0, 0}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := kvindex.New(1 << 12)
+			e := kvEPs(tt.loads...)
+			x.Add(e[0].ID, kvindex.GPU, keys)
+			e[0].PendingPrefill = tt.pending
+			if tt.everyone {
+				for _, ep := range e[1:] {
+					x.Add(ep.ID, kvindex.GPU, keys)
+				}
+			}
+			k := NewKVAware(tt.cfg, LoadGuardConfig{Window: 1, Ratio: 0.2}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+			d, err := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hot := d.Endpoint == e[0].ID; hot != tt.wantHot {
+				t.Errorf("picked %s (loads %v); picked the worker holding the prompt: %v, want %v", d.Endpoint, tt.loads, hot, tt.wantHot)
+			}
+		})
+	}
+}

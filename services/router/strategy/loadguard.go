@@ -68,6 +68,12 @@ func (g LoadGuard) Limit(minLoad float64) float64 {
 // for the others, so expensive scoring is not wasted on endpoints the guard
 // rules out.
 func (g LoadGuard) Choose(eps []Endpoint, seed uint64, score func(i int) float64) int {
+	return g.ChooseWithSlack(eps, seed, score, nil)
+}
+
+// ChooseWithSlack is Choose where endpoint i may carry slack(i) more load
+// than the guard's limit (nil: none); slack is called for every endpoint.
+func (g LoadGuard) ChooseWithSlack(eps []Endpoint, seed uint64, score, slack func(i int) float64) int {
 	if len(eps) == 0 {
 		return -1
 	}
@@ -81,9 +87,13 @@ func (g LoadGuard) Choose(eps []Endpoint, seed uint64, score func(i int) float64
 	var bestWeight uint64
 	for i := range eps {
 		load := eps[i].Load()
+		if slack != nil {
+			load -= max(slack(i), 0)
+		}
 		if load > limit {
 			continue
 		}
+		load = eps[i].Load()
 		s := score(i)
 		if best >= 0 {
 			if s != bestScore {

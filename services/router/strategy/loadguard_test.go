@@ -78,6 +78,31 @@ func TestLoadGuardChoose(t *testing.T) {
 	}
 }
 
+func TestLoadGuardChooseWithSlack(t *testing.T) {
+	tests := []struct {
+		name   string
+		loads  []int
+		slack  []float64
+		scores []float64
+		want   string
+	}{
+		{"slack lets a busier endpoint in", []int{0, 3}, []float64{0, 1}, []float64{0, 9}, "b"},
+		{"too little slack keeps it out", []int{0, 4}, []float64{0, 1}, []float64{0, 9}, "a"},
+		{"negative slack narrows nothing", []int{0, 2}, []float64{-5, -5}, []float64{0, 9}, "b"},
+		{"ties on score still go to the lower real load", []int{1, 2}, []float64{0, 5}, []float64{3, 3}, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := eps(tt.loads...)
+			i := NewLoadGuard(LoadGuardConfig{Window: 2}).ChooseWithSlack(e, 42,
+				func(i int) float64 { return tt.scores[i] }, func(i int) float64 { return tt.slack[i] })
+			if got := e[i].ID; got != tt.want {
+				t.Errorf("ChooseWithSlack = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestLoadGuardChooseEmpty(t *testing.T) {
 	if got := (LoadGuard{}).Choose(nil, 0, func(int) float64 { return 0 }); got != -1 {
 		t.Errorf("Choose(nil) = %d, want -1", got)

@@ -48,7 +48,7 @@ func (c *breakingConn) Write(p []byte) (int, error) {
 	if c.writes == c.breakAt {
 		// The write fails first and the read side a moment later, so that
 		// the failing write is what zmq4 sees first.
-		time.AfterFunc(50*time.Millisecond, func() { _ = c.Conn.Close() })
+		time.AfterFunc(50*time.Millisecond, func() { _ = c.Close() })
 		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
 	}
 	return c.Conn.Write(p) //nolint:wrapcheck // the test's stand-in for a socket
