@@ -1,7 +1,8 @@
 // Package faults runs the router in front of three simulated vLLM workers,
 // each in its own container on one Docker network, under a steady open-loop
 // load of streamed and non-streamed completions, and injects one fault per
-// test: a worker killed, a worker hung (paused), the router restarted. Each
+// test: a worker killed, a worker hung (paused), the router restarted, the
+// Redis holding kvaware's shared index stopped (redis_test.go). Each
 // test asserts what docs/router.md's failure model promises and records its
 // counts in bench/results/faults.json (docs/reliability.md). The cache
 // server's scenarios (cache*_test.go) run it alone or two in cluster mode,
@@ -53,7 +54,13 @@ type stack struct {
 // extra router flags; it returns once the router sees every worker healthy.
 func startStack(t *testing.T, extra ...string) *stack {
 	t.Helper()
-	nw := harness.NewNetwork(t)
+	return startStackOn(t, harness.NewNetwork(t), extra...)
+}
+
+// startStackOn is startStack on nw, where the test may have started the
+// router's other peers.
+func startStackOn(t *testing.T, nw *harness.Network, extra ...string) *stack {
+	t.Helper()
 	s := &stack{workers: map[string]*harness.Container{}}
 	events := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:8001","replay_endpoint":"tcp://*:8002"}`
 	for _, alias := range []string{"sim-a", "sim-b", "sim-c"} {
@@ -174,8 +181,8 @@ func inRotation(worker string) func(map[string]endpoint) error {
 	}
 }
 
-// retries reads the router's warmpath_router_retries_total by reason.
-func (s *stack) retries(t *testing.T) map[string]float64 {
+// scrape returns the router's /metrics.
+func (s *stack) scrape(t *testing.T) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -183,8 +190,14 @@ func (s *stack) retries(t *testing.T) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// retries reads the router's warmpath_router_retries_total by reason.
+func (s *stack) retries(t *testing.T) map[string]float64 {
+	t.Helper()
 	out := map[string]float64{}
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(string(s.scrape(t))) {
 		rest, ok := strings.CutPrefix(line, `warmpath_router_retries_total{`)
 		if !ok {
 			continue

@@ -27,13 +27,17 @@ type Spec struct {
 	// Package is the main package's import path,
 	// e.g. "github.com/warmpath/warmpath/tools/cmd/vllm-sim".
 	Package string
+	// Image is a tag to run instead of Package's image, e.g. HostImage's.
+	Image string
 	// Args are the binary's arguments (the image's entrypoint is the binary).
 	Args []string
 	// Env is added to the container's environment.
 	Env map[string]string
 	// Port is the container port the binary listens on, e.g. "8000".
 	Port string
-	// HealthPath is polled over HTTP until it answers 200, e.g. "/health".
+	// HealthPath is polled over HTTP until it answers 200, e.g. "/health";
+	// empty: the wait is for Port to accept connections (a peer that
+	// speaks no HTTP, such as Redis).
 	HealthPath string
 	// StartupTimeout bounds the wait for HealthPath; default 60s.
 	StartupTimeout time.Duration
@@ -66,12 +70,13 @@ type Container struct {
 	aliases []string
 }
 
-// Start builds (or reuses) the image for s.Package, starts a container from
-// it and waits until s.HealthPath answers 200. It fails the test on error.
+// Start builds (or reuses) the image for s.Package, or takes s.Image,
+// starts a container from it and waits until s.HealthPath answers 200 (or
+// s.Port listens). It fails the test on error.
 func Start(t testing.TB, s Spec) *Container {
 	t.Helper()
-	if s.Port == "" || s.HealthPath == "" || s.Package == "" {
-		t.Fatal("harness: Spec needs Package, Port and HealthPath")
+	if s.Port == "" || (s.Package == "") == (s.Image == "") {
+		t.Fatal("harness: Spec needs Port and one of Package and Image")
 	}
 	if len(s.Aliases) > 0 && s.Network == nil {
 		t.Fatal("harness: Spec.Aliases need a Spec.Network")
@@ -79,8 +84,20 @@ func Start(t testing.TB, s Spec) *Container {
 	if s.StartupTimeout == 0 {
 		s.StartupTimeout = 60 * time.Second
 	}
-	img := Image(t, s.Package, s.Port)
+	img := s.Image
+	if img == "" {
+		img = Image(t, s.Package, s.Port)
+	}
 	port := s.Port + "/tcp"
+	var ready wait.Strategy = wait.ForListeningPort(port).
+		WithStartupTimeout(s.StartupTimeout).WithPollInterval(100 * time.Millisecond)
+	if s.HealthPath != "" {
+		ready = wait.ForHTTP(s.HealthPath).
+			WithPort(port).
+			WithStatusCodeMatcher(func(status int) bool { return status == http.StatusOK }).
+			WithStartupTimeout(s.StartupTimeout).
+			WithPollInterval(100 * time.Millisecond)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), s.StartupTimeout+30*time.Second)
 	defer cancel()
@@ -92,13 +109,7 @@ func Start(t testing.TB, s Spec) *Container {
 		testcontainers.WithCmd(s.Args...),
 		testcontainers.WithEnv(s.Env),
 		testcontainers.WithLabels(map[string]string{LabelTest: "true"}),
-		testcontainers.WithWaitStrategy(
-			wait.ForHTTP(s.HealthPath).
-				WithPort(port).
-				WithStatusCodeMatcher(func(status int) bool { return status == http.StatusOK }).
-				WithStartupTimeout(s.StartupTimeout).
-				WithPollInterval(100 * time.Millisecond),
-		),
+		testcontainers.WithWaitStrategy(ready),
 	}
 	if s.Network != nil {
 		opts = append(opts, network.WithNetwork(s.Aliases, s.Network.nw))

@@ -164,3 +164,22 @@ func getStatus(t *testing.T, u string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+// TestHostImage runs Debian's redis-server from a FROM-scratch image of the
+// host's own binary and libraries, and speaks RESP to it.
+func TestHostImage(t *testing.T) {
+	c := harness.Start(t, harness.Spec{
+		Image: harness.HostImage(t, "redis-server", "6379"),
+		Args:  []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
+		Port:  "6379",
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	reply, err := harness.RESPCommand(ctx, c.URL, "PING")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply != "+PONG" {
+		t.Errorf("PING = %q, want +PONG", reply)
+	}
+}

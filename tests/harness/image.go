@@ -60,13 +60,20 @@ func Image(t testing.TB, pkg, port string) string {
 	name := filepath.Base(bin)
 	tag := imageRepoPrefix + name + ":" + port + "-" + sum
 
-	v, _ := images.LoadOrStore(tag, &imageResult{})
-	r := v.(*imageResult)
-	r.once.Do(func() {
+	return onceImage(t, tag, func() (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), imageTimeout)
 		defer cancel()
-		r.tag, r.err = ensureImage(ctx, tag, bin, dockerfile, port)
+		return ensureImage(ctx, tag, bin, dockerfile, port)
 	})
+}
+
+// onceImage runs build for tag at most once per process, and returns its
+// tag or fails the test with its error.
+func onceImage(t testing.TB, tag string, build func() (string, error)) string {
+	t.Helper()
+	v, _ := images.LoadOrStore(tag, &imageResult{})
+	r := v.(*imageResult)
+	r.once.Do(func() { r.tag, r.err = build() })
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -96,8 +103,18 @@ func contentHash(bin string, dockerfile []byte, port string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// ensureImage builds tag unless the daemon already has it.
+// ensureImage builds tag from bin and build/Dockerfile unless the daemon
+// already has it.
 func ensureImage(ctx context.Context, tag, bin string, dockerfile []byte, port string) (string, error) {
+	name := filepath.Base(bin)
+	return buildImage(ctx, tag, func() (string, error) { return stageContext(bin, dockerfile) },
+		map[string]*string{"BIN": &name, "PORT": &port}, port)
+}
+
+// buildImage builds tag from the context stage lays out (and buildImage
+// removes), unless the daemon already has it, then removes the older tags
+// of the same repository and port.
+func buildImage(ctx context.Context, tag string, stage func() (string, error), args map[string]*string, port string) (string, error) {
 	provider, err := testcontainers.NewDockerProvider()
 	if err != nil {
 		return "", fmt.Errorf("harness: docker provider: %w", err)
@@ -112,13 +129,12 @@ func ensureImage(ctx context.Context, tag, bin string, dockerfile []byte, port s
 		return "", fmt.Errorf("harness: inspect image %s: %w", tag, err)
 	}
 
-	dir, err := stageContext(bin, dockerfile)
+	dir, err := stage()
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
 
-	name := filepath.Base(bin)
 	repo, version, _ := strings.Cut(tag, ":")
 	var log strings.Builder
 	req := &testcontainers.ContainerRequest{
@@ -127,7 +143,7 @@ func ensureImage(ctx context.Context, tag, bin string, dockerfile []byte, port s
 			Dockerfile:     "Dockerfile",
 			Repo:           repo,
 			Tag:            version,
-			BuildArgs:      map[string]*string{"BIN": &name, "PORT": &port},
+			BuildArgs:      args,
 			BuildLogWriter: &log,
 			// Keep the image: the hash tag is the cache.
 			KeepImage: true,
