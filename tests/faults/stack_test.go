@@ -2,9 +2,10 @@
 // each in its own container on one Docker network, under a steady open-loop
 // load of streamed and non-streamed completions, and injects one fault per
 // test: a worker killed, a worker hung (paused), the router restarted, the
-// Redis holding kvaware's shared index stopped (redis_test.go). Each
-// test asserts what docs/router.md's failure model promises and records its
-// counts in bench/results/faults.json (docs/reliability.md). The cache
+// Redis holding kvaware's shared index stopped (redis_test.go), a worker
+// restarted with its event stream (events_test.go). Each test asserts what
+// docs/router.md's failure model promises and records its counts in
+// bench/results/faults.json (docs/reliability.md). The cache
 // server's scenarios (cache*_test.go) run it alone or two in cluster mode,
 // with the test as the client: killed mid-writes, partitioned, hostile
 // clients.
