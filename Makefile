@@ -104,8 +104,9 @@ test: ## lint, then unit tests, fuzzing, integration suites, then the e2e suite 
 test-unit: ## go test (with -race where a C compiler exists) over every module but tests/
 	@# promtool checks every /metrics exposition; nginx is the bench peer the
 	@# bench suite smoke-tests; envtest's kube-apiserver and etcd serve the
-	@# Kubernetes discovery (and later operator) suites.
-	@scripts/install-tools.sh promtool nginx redis
+	@# Kubernetes discovery (and later operator) suites; pyzmq is the real
+	@# libzmq peer of the ZMTP guard's tests.
+	@scripts/install-tools.sh promtool nginx redis pyzmq
 	assets="$$(scripts/install-envtest.sh)"; \
 	$(if $(RACE),CGO_ENABLED=1) KUBEBUILDER_ASSETS="$$assets" $(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(addsuffix /...,$(UNIT_MODULES))
 

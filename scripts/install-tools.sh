@@ -9,7 +9,7 @@
 #                      database (a pseudo-version: the snapshot govulncheck checks
 #                      against; bump it to see newer reports)
 #
-# Usage: scripts/install-tools.sh [golangci-lint] [govulncheck] [vulndb] [promtool] [nginx] [redis]   (no args: all)
+# Usage: scripts/install-tools.sh [golangci-lint] [govulncheck] [vulndb] [promtool] [nginx] [redis] [pyzmq]   (no args: all)
 #
 # `vulndb` prints the directory of the database it built (for govulncheck -db).
 set -euo pipefail
@@ -131,23 +131,7 @@ install_promtool() {
 	if command -v promtool >/dev/null 2>&1; then
 		return 0
 	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "promtool is missing and apt-get is not available; install Prometheus' promtool by hand"
-		return 1
-	fi
-	local sudo=()
-	if [[ "$(id -u)" != 0 ]]; then
-		if ! command -v sudo >/dev/null 2>&1; then
-			log "promtool is missing; run as root or install sudo"
-			return 1
-		fi
-		sudo=(sudo)
-	fi
-	log "installing promtool (Debian package prometheus)"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq --no-install-recommends prometheus >/dev/null
-	command -v promtool >/dev/null 2>&1
+	apt_install promtool prometheus
 }
 
 # nginx comes from Debian's nginx package; `make bench-router` and its test
@@ -159,23 +143,7 @@ install_nginx() {
 	if command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]]; then
 		return 0
 	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "nginx is missing and apt-get is not available; install nginx by hand"
-		return 1
-	fi
-	local sudo=()
-	if [[ "$(id -u)" != 0 ]]; then
-		if ! command -v sudo >/dev/null 2>&1; then
-			log "nginx is missing; run as root or install sudo"
-			return 1
-		fi
-		sudo=(sudo)
-	fi
-	log "installing nginx (Debian package nginx)"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq --no-install-recommends nginx >/dev/null
-	command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]]
+	apt_install nginx nginx || [[ -x /usr/sbin/nginx ]]
 }
 
 # redis-server and redis-cli come from Debian's redis-server package; the
@@ -185,29 +153,23 @@ install_redis() {
 	if command -v redis-server >/dev/null 2>&1; then
 		return 0
 	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "redis-server is missing and apt-get is not available; install redis-server by hand"
-		return 1
+	apt_install redis-server redis-server redis-tools
+}
+
+# python3-zmq (pyzmq over Debian's libzmq) is the real ZeroMQ peer the ZMTP
+# guard is tested against (libs/zmtpguard, libzmq_test.go); Debian's own
+# python3, whatever other python is first on PATH.
+install_pyzmq() {
+	if /usr/bin/python3 -c 'import zmq' >/dev/null 2>&1; then
+		return 0
 	fi
-	local sudo=()
-	if [[ "$(id -u)" != 0 ]]; then
-		if ! command -v sudo >/dev/null 2>&1; then
-			log "redis-server is missing; run as root or install sudo"
-			return 1
-		fi
-		sudo=(sudo)
-	fi
-	log "installing redis-server (Debian package redis-server)"
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq --no-install-recommends redis-server redis-tools >/dev/null
-	command -v redis-server >/dev/null 2>&1
+	apt_install python3 python3 python3-zmq && /usr/bin/python3 -c 'import zmq' >/dev/null 2>&1
 }
 
 main() {
 	local tools=("$@")
 	if [[ ${#tools[@]} -eq 0 ]]; then
-		tools=(golangci-lint govulncheck jq promtool nginx redis)
+		tools=(golangci-lint govulncheck jq promtool nginx redis pyzmq)
 	fi
 	local t
 	for t in "${tools[@]}"; do
@@ -219,6 +181,7 @@ main() {
 		promtool) install_promtool ;;
 		nginx) install_nginx ;;
 		redis) install_redis ;;
+		pyzmq) install_pyzmq ;;
 		*)
 			log "unknown tool $t"
 			return 2

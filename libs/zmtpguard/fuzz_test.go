@@ -267,3 +267,35 @@ func (c recConn) Read(p []byte) (int, error) {
 	c.r.mu.Unlock()
 	return n, err //nolint:wrapcheck // test transport
 }
+
+// FuzzReadAhead feeds a listener's read-ahead whatever a peer may send
+// first: it must end (the peer hangs up after sending), and what it keeps
+// for zmq4 must be exactly the peer's greeting and one whole first command,
+// never more than the bounds allow.
+func FuzzReadAhead(f *testing.F) {
+	f.Add(cat(greeting(), ready))
+	f.Add(cat(greeting(), header(flagCommand, 1<<40)))
+	f.Add(cat(greeting(), frame(flagCommand, bytes.Repeat([]byte{'x'}, 300))))
+	f.Add(greeting()[:10])
+	f.Fuzz(func(t *testing.T, in []byte) {
+		local, peer := net.Pipe()
+		c := NewConn(local, Limits{MaxFrame: 1 << 20}, nil)
+		defer c.Close()
+		go func() {
+			defer peer.Close()
+			if _, err := io.ReadFull(peer, make([]byte, GreetingLen)); err != nil {
+				return
+			}
+			_, _ = peer.Write(in)
+		}()
+		if err := c.readAhead(); err != nil {
+			return
+		}
+		if len(c.ahead) < GreetingLen+2 || len(c.ahead) > GreetingLen+9+maxFirstCommand || len(c.ahead) > len(in) {
+			t.Fatalf("read ahead %d bytes of %d sent", len(c.ahead), len(in))
+		}
+		if !bytes.Equal(c.ahead, in[:len(c.ahead)]) {
+			t.Fatal("what was read ahead is not what the peer sent")
+		}
+	})
+}

@@ -31,8 +31,8 @@ const (
 	DefaultMaxFrame   = 4 << 20
 	DefaultMaxMessage = 16 << 20
 	// DefaultHandshakeTimeout bounds the greeting and the peer's first
-	// command. zmq4 opens accepted connections one at a time, so a silent
-	// peer would otherwise stop a listening socket from accepting anyone.
+	// command: how long a silent peer holds a connection (and, on a
+	// listening socket, one of its pending-handshake slots).
 	DefaultHandshakeTimeout = 10 * time.Second
 )
 

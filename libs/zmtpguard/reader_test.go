@@ -10,12 +10,7 @@ import (
 )
 
 // greeting is a valid ZMTP 3.0 greeting for the NULL mechanism.
-func greeting() []byte {
-	g := make([]byte, GreetingLen)
-	g[0], g[9], g[10], g[11] = 0xFF, 0x7F, 3, 0
-	copy(g[12:32], "NULL")
-	return g
-}
+func greeting() []byte { return nullGreeting() }
 
 // frame encodes one frame as zmq4 sends it: a 1-byte size up to 255.
 func frame(flags byte, body []byte) []byte {

@@ -1,9 +1,12 @@
 package zmtpguard
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -33,6 +36,87 @@ type Conn struct {
 	handshaking bool
 	timeout     time.Duration
 	closeOnce   sync.Once
+	// ahead is what readAhead read, already checked, for zmq4 to read
+	// first; sent is the greeting readAhead sent, which zmq4's own first
+	// write must repeat and is not sent again.
+	ahead, sent []byte
+}
+
+// nullGreeting is the greeting zmq4 v0.17.0 sends on every connection of
+// the NULL mechanism (protocol.go's greeting.marshal: version 3.0,
+// as-server 0).
+func nullGreeting() []byte {
+	g := make([]byte, GreetingLen)
+	g[0], g[9], g[10], g[11] = 0xFF, 0x7F, 3, 0
+	copy(g[12:32], "NULL")
+	return g
+}
+
+// maxFirstCommand bounds the first command a listener reads ahead: a READY
+// or HELLO of a few properties; held for every pending handshake, it must
+// stay far below MaxFrame.
+const maxFirstCommand = 64 << 10
+
+// readAhead does the network part of a listening socket's handshake before
+// zmq4 sees the connection: it sends zmq4's greeting (a ZMTP peer may wait
+// for it before sending the rest of its own) and reads the peer's greeting
+// and first command through the guard, all within the handshake timeout.
+func (c *Conn) readAhead() error {
+	var deadline time.Time
+	if c.timeout > 0 {
+		deadline = time.Now().Add(c.timeout)
+	}
+	c.sent = nullGreeting()
+	if err := c.SetWriteDeadline(deadline); err != nil {
+		return fmt.Errorf("zmtpguard: %w", err)
+	}
+	if _, err := c.Conn.Write(c.sent); err != nil {
+		return fmt.Errorf("zmtpguard: send greeting: %w", err)
+	}
+	var buf []byte
+	read := func(n uint64) error {
+		// Read clears the deadline once the command's header passed.
+		if err := c.SetReadDeadline(deadline); err != nil {
+			return fmt.Errorf("zmtpguard: %w", err)
+		}
+		b := make([]byte, n)
+		_, err := io.ReadFull(c, b)
+		buf = append(buf, b...)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			err = &handshakeError{timeout: c.timeout}
+			c.fail(err)
+		}
+		return err
+	}
+	if err := read(GreetingLen); err != nil {
+		return err
+	}
+	if err := read(2); err != nil {
+		return err
+	}
+	hdr := buf[GreetingLen:]
+	size := uint64(hdr[1])
+	if hdr[0]&flagLong != 0 {
+		if err := read(7); err != nil {
+			return err
+		}
+		size = binary.BigEndian.Uint64(buf[GreetingLen+1:])
+	}
+	// The guard failed a size over MaxFrame as its header passed.
+	if size > maxFirstCommand {
+		err := &LimitError{What: "frame", Size: size, Limit: maxFirstCommand, Command: hdr[0]&flagCommand != 0}
+		c.fail(err)
+		return err
+	}
+	if err := read(size); err != nil {
+		return err
+	}
+	if err := c.SetDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("zmtpguard: %w", err)
+	}
+	c.ahead = buf
+	return nil
 }
 
 // NewConn guards c with lim (zero fields: defaults), arming the handshake
@@ -50,6 +134,11 @@ func NewConn(c net.Conn, lim Limits, report func(Rejection)) *Conn {
 
 // Read implements net.Conn.
 func (c *Conn) Read(p []byte) (int, error) {
+	if len(c.ahead) > 0 {
+		n := copy(p, c.ahead)
+		c.ahead = c.ahead[n:]
+		return n, nil
+	}
 	n, err := c.g.Read(p)
 	if c.handshaking && c.g.Commands() > 0 {
 		// The peer's first command is in: the handshake no longer waits on
@@ -74,6 +163,26 @@ func (c *Conn) Read(p []byte) (int, error) {
 		c.closeOnce.Do(func() { _ = c.Close() })
 	}
 	return n, err
+}
+
+// Write implements net.Conn. zmq4's greeting, when readAhead sent it
+// already, is checked and not sent again.
+func (c *Conn) Write(p []byte) (int, error) {
+	if len(c.sent) == 0 {
+		return c.Conn.Write(p) //nolint:wrapcheck // zmq4 wraps it
+	}
+	n := min(len(p), len(c.sent))
+	if !bytes.Equal(p[:n], c.sent[:n]) {
+		err := errors.New("zmtpguard: zmq4's greeting differs from the one sent ahead of it")
+		c.fail(err)
+		return 0, err
+	}
+	c.sent = c.sent[n:]
+	if n == len(p) {
+		return n, nil
+	}
+	m, err := c.Conn.Write(p[n:])
+	return n + m, err //nolint:wrapcheck // zmq4 wraps it
 }
 
 // fail closes the connection and reports why, once.
@@ -118,7 +227,7 @@ func (t guarded) Listen(ctx context.Context, addr string) (net.Listener, error) 
 	if err != nil {
 		return nil, fmt.Errorf("zmtpguard: listen %s: %w", addr, err)
 	}
-	return listener{Listener: ln, t: t}, nil
+	return newListener(ln, t), nil
 }
 
 func (t guarded) Addr(ep string) (string, error) {
@@ -129,17 +238,91 @@ func (t guarded) Addr(ep string) (string, error) {
 	return a, nil
 }
 
+// listener hands zmq4 only connections whose handshake has arrived. zmq4
+// (v0.17.0, socket.go's accept) runs each accepted connection's handshake
+// before it accepts the next one, so a peer that stalls mid-greeting would
+// keep the socket from taking anyone else for a whole HandshakeTimeout, and
+// a peer stalling once per timeout would keep it shut for good. Here each
+// connection's handshake runs in its own goroutine (at most
+// maxPendingHandshakes at once): the guard sends zmq4's greeting ahead of
+// it, reads the peer's greeting and first command within the timeout, and
+// zmq4 then opens the connection from what is already buffered.
 type listener struct {
 	net.Listener
 	t guarded
+
+	start     sync.Once
+	accepted  chan net.Conn
+	errs      chan error
+	done      chan struct{}
+	closeOnce sync.Once
+	pending   chan struct{} // a slot per handshake in progress
 }
 
-func (l listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err //nolint:wrapcheck // zmq4's accept loop only retries
+// maxPendingHandshakes bounds the connections a listener holds while their
+// handshakes arrive; one more is closed at once.
+const maxPendingHandshakes = 256
+
+func newListener(ln net.Listener, t guarded) *listener {
+	return &listener{Listener: ln, t: t, accepted: make(chan net.Conn), errs: make(chan error),
+		done: make(chan struct{}), pending: make(chan struct{}, maxPendingHandshakes)}
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case err := <-l.errs:
+		return nil, err
+	case <-l.done:
+		return nil, net.ErrClosed
 	}
-	return NewConn(c, l.t.lim, l.t.report), nil
+}
+
+func (l *listener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close() //nolint:wrapcheck // zmq4 ignores it
+}
+
+func (l *listener) acceptLoop() {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			select {
+			case l.errs <- err: // zmq4's accept loop only retries
+			case <-l.done:
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // out of descriptors: do not spin
+			continue
+		}
+		select {
+		case l.pending <- struct{}{}:
+			go l.handshake(c)
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+// handshake waits for c's greeting and first command, then hands it to
+// zmq4; a connection the guard failed, or that ended, is dropped here.
+func (l *listener) handshake(c net.Conn) {
+	defer func() { <-l.pending }()
+	gc := NewConn(c, l.t.lim, l.t.report)
+	if err := gc.readAhead(); err != nil {
+		_ = gc.Close()
+		return
+	}
+	select {
+	case l.accepted <- gc:
+	case <-l.done:
+		_ = gc.Close()
+	}
 }
 
 // schemes numbers registered transports: zmq4's registry is global and

@@ -53,6 +53,12 @@ func TestE2E(t *testing.T) {
 	c.waitPodsReady(ctx, t, ns, routerSel, -1, 3*time.Minute)
 	c.waitPodsReady(ctx, t, ns, "", -1, 3*time.Minute)
 	e := &env{c: c, root: root, router: c.serviceURL(ctx, t, ns, endpoint)}
+	// kube-proxy programs a Service's endpoints a moment after its pods turn
+	// ready; until then the ClusterIP refuses connections.
+	eventually(ctx, t, time.Minute, "the router Service answers /ready", func() error {
+		_, err := harness.GetBody(ctx, e.router+"/ready")
+		return err
+	})
 	// Prometheus watches from the start, so the dashboards' step sees the
 	// whole run.
 	e.prom = startPrometheus(ctx, t, c.kubeconfig)

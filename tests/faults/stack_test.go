@@ -62,11 +62,31 @@ func startStack(t *testing.T, extra ...string) *stack {
 // router's other peers.
 func startStackOn(t *testing.T, nw *harness.Network, extra ...string) *stack {
 	t.Helper()
+	return startStackWith(t, nw, false, extra...)
+}
+
+// eventsBindPort is the router's own SUB socket in the bind topology,
+// published to the test too (Container.Endpoint).
+const eventsBindPort = "5557"
+
+// startBindStack is startStack in the other KV-event topology: the router
+// binds one SUB socket (--kv-events-bind) and the workers connect to it,
+// each naming itself in its topic.
+func startBindStack(t *testing.T, extra ...string) *stack {
+	t.Helper()
+	return startStackWith(t, harness.NewNetwork(t), true, extra...)
+}
+
+func startStackWith(t *testing.T, nw *harness.Network, bind bool, extra ...string) *stack {
+	t.Helper()
 	s := &stack{workers: map[string]*harness.Container{}}
-	events := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:8001","replay_endpoint":"tcp://*:8002"}`
 	for _, alias := range []string{"sim-a", "sim-b", "sim-c"} {
 		u := "http://" + alias + ":8000"
 		s.urls = append(s.urls, u)
+		events := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:8001","replay_endpoint":"tcp://*:8002"}`
+		if bind {
+			events = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://router:` + eventsBindPort + `","topic":"` + u + `"}`
+		}
 		s.workers[u] = harness.Start(t, harness.Spec{
 			Package: simPkg, Network: nw, Aliases: []string{alias},
 			Args: []string{"--host", "0.0.0.0", "--port", "8000", "--model", model, "--time-scale", "2",
@@ -80,16 +100,21 @@ func startStackOn(t *testing.T, nw *harness.Network, extra ...string) *stack {
 		"--listen", "0.0.0.0:8080",
 		"--workers", strings.Join(s.urls, ","),
 		"--strategy", "kvaware",
-		"--kv-events-endpoint", "tcp://{host}:{port+1}",
-		"--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
 		"--health-interval", probeInterval.String(), "--probe-timeout", probeInterval.String(),
 		"--idle-timeout", idleTimeout.String(),
 		"--log-format", "text", "--log-level", "warn",
 	}
+	var ports []string
+	if bind {
+		args = append(args, "--kv-events-bind", "tcp://0.0.0.0:"+eventsBindPort)
+		ports = []string{eventsBindPort}
+	} else {
+		args = append(args, "--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}")
+	}
 	s.router = harness.Start(t, harness.Spec{
 		Package: routerPkg, Network: nw, Aliases: []string{"router"},
 		Args: append(args, extra...),
-		Port: "8080", HealthPath: "/ready",
+		Port: "8080", HealthPath: "/ready", ExtraPorts: ports,
 	})
 	s.setBase(s.router.URL)
 	s.waitRotation(t, 30*time.Second, func(eps map[string]endpoint) error {

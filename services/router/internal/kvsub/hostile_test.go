@@ -2,7 +2,6 @@ package kvsub_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/testwait"
+	"github.com/warmpath/warmpath/libs/zmtpguard/zmtptest"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
@@ -26,61 +26,16 @@ type worker struct{ models []string }
 
 func (w worker) Models() []string { return w.models }
 
-// greeting is a valid ZMTP 3.0 greeting for the NULL mechanism.
-func greeting() []byte {
-	g := make([]byte, 64)
-	g[0], g[9], g[10], g[11] = 0xFF, 0x7F, 3, 0
-	copy(g[12:32], "NULL")
-	return g
-}
-
-// ready is the NULL mechanism's READY command of a PUB socket.
-func ready() []byte {
-	body := []byte{5}
-	body = append(body, "READY"...)
-	body = append(body, byte(len("Socket-Type")))
-	body = append(body, "Socket-Type"...)
-	body = binary.BigEndian.AppendUint32(body, 3)
-	body = append(body, "PUB"...)
-	return append([]byte{0x04, byte(len(body))}, body...)
-}
-
-// longHeader is the header of a frame announcing size bytes.
-func longHeader(flags byte, size uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{flags | 0x02}, size)
-}
-
-type attack struct {
-	name    string
-	payload []byte
-}
-
-// attacks announce huge frames before the handshake (as a command, which
-// zmq4 reads while opening the connection) and after it (as a message).
-func attacks() []attack {
-	var out []attack
-	for _, size := range []struct {
-		name string
-		n    uint64
-	}{{"4GiB", 4 << 30}, {"1TiB", 1 << 40}} {
-		out = append(out,
-			attack{"before handshake " + size.name, append(greeting(), longHeader(0x04, size.n)...)},
-			attack{"after handshake " + size.name, append(append(greeting(), ready()...), longHeader(0, size.n)...)},
-		)
-	}
-	return out
-}
-
-// strike sends a.payload on conn and waits for the router to drop the
+// strike sends a.Payload on conn and waits for the router to drop the
 // connection; it fails the test if the router's heap grew past heapBound.
-func strike(t *testing.T, conn net.Conn, a attack) {
+func strike(t *testing.T, conn net.Conn, a zmtptest.Attack) {
 	t.Helper()
 	// Measured from a collected heap: what earlier tests in this process
 	// left is not this connection's doing.
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if _, err := conn.Write(a.payload); err != nil {
+	if _, err := conn.Write(a.Payload); err != nil {
 		t.Fatalf("send: %v", err)
 	}
 	// The router must hang up: read what it sends until it does.
@@ -146,8 +101,8 @@ func TestHostilePeerBind(t *testing.T) {
 	testwait.For(t, 5*time.Second, "the SUB socket to listen", func() bool { return m.BindAddr() != nil })
 	addr := m.BindAddr().String()
 
-	for _, a := range attacks() {
-		t.Run(a.name, func(t *testing.T) {
+	for _, a := range zmtptest.OversizeAttacks() {
+		t.Run(a.Name, func(t *testing.T) {
 			conn, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +110,7 @@ func TestHostilePeerBind(t *testing.T) {
 			strike(t, conn, a)
 		})
 	}
-	wantDropped(t, m, len(attacks()))
+	wantDropped(t, m, len(zmtptest.OversizeAttacks()))
 	select {
 	case err := <-listened:
 		t.Fatalf("the SUB socket stopped: %v", err)
@@ -200,8 +155,8 @@ func TestHostilePeerDial(t *testing.T) {
 		}
 		return conn
 	}
-	for _, a := range attacks() {
-		t.Run(a.name, func(t *testing.T) { strike(t, accept(t, worker1), a) })
+	for _, a := range zmtptest.OversizeAttacks() {
+		t.Run(a.Name, func(t *testing.T) { strike(t, accept(t, worker1), a) })
 	}
 
 	// A connection dropped during the handshake fails the dial before its
