@@ -32,14 +32,7 @@ func TestCacheNodePartitioned(t *testing.T) {
 		backoffMax = 2 * time.Second
 	)
 	nw := harness.NewNetwork(t)
-	peers := "cache-a:65433,cache-b:65433"
-	node := func(alias string) *harness.Container {
-		return startCache(t, harness.Spec{Network: nw, Aliases: []string{alias},
-			Args: cacheArgs("--memory-capacity-bytes", itoa(64<<20), "--peer-listen", "0.0.0.0:65433",
-				"--advertise", alias+":65433", "--peers", peers, "--peer-timeout", peerTimeout.String(),
-				"--peer-backoff-max", backoffMax.String())})
-	}
-	a, b := node("cache-a"), node("cache-b")
+	a, b := cacheCluster(t, nw, peerTimeout, backoffMax)
 	sc := &scenario{Fault: fmt.Sprintf("docker network disconnect of one of two cache servers in cluster mode for %v, then docker network connect", partition),
 		Duration: partition.Seconds(), Recovery: map[string]float64{}, Extra: map[string]float64{}}
 	record(t, "cache_node_partitioned", sc)
@@ -236,4 +229,18 @@ func onNode(t *testing.T, base, key string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("HEAD %s on %s: %d", key, base, resp.StatusCode)
+}
+
+// cacheCluster starts two cache servers in cluster mode on nw, cache-a and
+// cache-b, each owning half the keys (--replicas 1).
+func cacheCluster(t *testing.T, nw *harness.Network, peerTimeout, backoffMax time.Duration) (a, b *harness.Container) {
+	t.Helper()
+	peers := "cache-a:65433,cache-b:65433"
+	node := func(alias string) *harness.Container {
+		return startCache(t, harness.Spec{Network: nw, Aliases: []string{alias},
+			Args: cacheArgs("--memory-capacity-bytes", itoa(64<<20), "--peer-listen", "0.0.0.0:65433",
+				"--advertise", alias+":65433", "--peers", peers, "--peer-timeout", peerTimeout.String(),
+				"--peer-backoff-max", backoffMax.String())})
+	}
+	return node("cache-a"), node("cache-b")
 }

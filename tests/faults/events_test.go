@@ -26,7 +26,7 @@ func TestWorkerRestartedEventsLost(t *testing.T) {
 	)
 	sc := &scenario{Fault: "worker restarted (docker restart) between two rounds of load: its cache and event stream start afresh",
 		Rate: rate, Duration: 2 * round.Seconds(), Recovery: map[string]float64{}, Extra: map[string]float64{}}
-	record(t, "worker_restarted_events_lost", sc)
+	s.record(t, "worker_restarted_events_lost", sc)
 
 	t0 := time.Now()
 	rs := load(t.Context(), s, rate, round)

@@ -30,7 +30,7 @@ func TestRouterHostileEventPeers(t *testing.T) {
 	)
 	sc := &scenario{Fault: "hostile peers on the router's KV-event SUB socket: oversize ZMTP frames, stalled greetings",
 		Rate: rate, Duration: dur.Seconds(), Recovery: map[string]float64{}, Extra: map[string]float64{}}
-	record(t, "router_hostile_event_peers", sc)
+	s.record(t, "router_hostile_event_peers", sc)
 
 	ctx := t.Context()
 	addr, err := s.router.Endpoint(ctx, eventsBindPort)

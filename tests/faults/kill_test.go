@@ -30,7 +30,7 @@ func TestWorkerKilled(t *testing.T) {
 		longTokens = 600
 	)
 	sc := &scenario{Fault: "worker SIGKILL (docker kill) mid-load", Rate: rate, Duration: dur.Seconds(), Recovery: map[string]float64{}}
-	record(t, "worker_killed", sc)
+	s.record(t, "worker_killed", sc)
 
 	t0 := time.Now()
 	results := make(chan []result, 1)

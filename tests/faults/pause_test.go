@@ -27,7 +27,7 @@ func TestWorkerHung(t *testing.T) {
 		victimURL = "http://sim-b:8000"
 	)
 	sc := &scenario{Fault: "worker frozen (docker pause) 20s, then thawed", Rate: rate, Duration: dur.Seconds(), Recovery: map[string]float64{}}
-	record(t, "worker_hung", sc)
+	s.record(t, "worker_hung", sc)
 
 	t0 := time.Now()
 	results := make(chan []result, 1)

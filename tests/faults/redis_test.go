@@ -23,10 +23,11 @@ func TestRedisLost(t *testing.T) {
 	redis := harness.Start(t, harness.Spec{
 		Image: harness.HostImage(t, "redis-server", "6379"), Network: nw, Aliases: []string{"redis"},
 		Args: []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
-		Port: "6379",
+		Port: "6379", ReadyLog: "Ready to accept connections", // redis-server speaks no HTTP
 	})
 	s := startStackOn(t, nw, "--kv-index-redis", "redis://redis:6379/0",
 		"--kv-index-redis-breaker-open", "2s")
+	s.mem.add("redis", redis)
 	const (
 		rate     = 4.0
 		dur      = 30 * time.Second
@@ -37,7 +38,7 @@ func TestRedisLost(t *testing.T) {
 	)
 	sc := &scenario{Fault: "Redis holding the shared kvaware index stopped (docker stop) mid-load, then started again",
 		Rate: rate, Duration: dur.Seconds(), Recovery: map[string]float64{}, Extra: map[string]float64{}}
-	record(t, "redis_lost", sc)
+	s.record(t, "redis_lost", sc)
 
 	t0 := time.Now()
 	results := make(chan []result, 1)

@@ -19,9 +19,10 @@ func TestRouterRestarted(t *testing.T) {
 		dur      = 30 * time.Second
 		faultAt  = 8 * time.Second
 		readyMax = 20 * time.Second
+		indexMax = 5 * time.Second
 	)
 	sc := &scenario{Fault: "router restarted (docker restart) mid-load", Rate: rate, Duration: dur.Seconds(), Recovery: map[string]float64{}}
-	record(t, "router_restarted", sc)
+	s.record(t, "router_restarted", sc)
 
 	t0 := time.Now()
 	results := make(chan []result, 1)
@@ -30,6 +31,10 @@ func TestRouterRestarted(t *testing.T) {
 	time.Sleep(faultAt)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	indexed := s.metric(t, "warmpath_router_kv_index_blocks")
+	if indexed == 0 {
+		t.Fatal("the router indexed no block before its restart")
+	}
 	restartAt := time.Now()
 	// Docker's stop timeout is above the router's grace: it drains, then
 	// exits on its own.
@@ -40,6 +45,11 @@ func TestRouterRestarted(t *testing.T) {
 	s.setBase(u)
 	readyAt := waitReady(t, u, readyMax)
 	sc.Recovery["restart_to_ready"] = round(readyAt.Sub(restartAt).Seconds())
+	// The new process starts with an empty index and recovers it from the
+	// workers' replay sockets as it subscribes: at least every block it held
+	// before (no request reached a worker meanwhile to evict any).
+	recovered := s.waitMetric(t, "warmpath_router_kv_index_blocks", indexMax, func(v float64) bool { return v >= indexed })
+	sc.Recovery["ready_to_index_recovered"] = round(recovered.Sub(readyAt).Seconds())
 
 	rs := <-results
 	sc.RouterRetries = s.retries(t)
@@ -72,8 +82,9 @@ func TestRouterRestarted(t *testing.T) {
 		// From the first error a client saw to the last.
 		sc.Recovery["client_error_window"] = round(lastFail.Sub(firstFail).Seconds())
 	}
-	t.Logf("restarted the router at +%.1fs: ready after %.2fs, clients saw errors for %.2fs; %d requests after it was ready; in flight then: %v",
-		restartAt.Sub(t0).Seconds(), sc.Recovery["restart_to_ready"], sc.Recovery["client_error_window"], after, sc.InFlightAtFault)
+	t.Logf("restarted the router at +%.1fs (%v blocks indexed): ready after %.2fs, index recovered %.2fs later; clients saw errors for %.2fs; %d requests after it was ready; in flight then: %v",
+		restartAt.Sub(t0).Seconds(), indexed, sc.Recovery["restart_to_ready"], sc.Recovery["ready_to_index_recovered"],
+		sc.Recovery["client_error_window"], after, sc.InFlightAtFault)
 	if after < 10 {
 		t.Errorf("only %d requests sent after the router was ready again, want ≥ 10", after)
 	}

@@ -30,7 +30,12 @@ type scenario struct {
 	// RouterRetries is the router's warmpath_router_retries_total by
 	// reason at the end (since its last start).
 	RouterRetries map[string]float64 `json:"router_retries,omitempty"`
-	Timestamp     string             `json:"timestamp"`
+	// PeakMemoryBytes is each container's peak memory in use (docker
+	// stats, sampled every 0.5 s), for the router scenarios.
+	PeakMemoryBytes map[string]float64 `json:"peak_memory_bytes,omitempty"`
+	Timestamp       string             `json:"timestamp"`
+	// peaks, when set, supplies PeakMemoryBytes as the test ends.
+	peaks func() map[string]float64
 }
 
 var resultsMu sync.Mutex
@@ -39,6 +44,9 @@ var resultsMu sync.Mutex
 // the other scenarios' entries, with passed set from the test's outcome.
 func record(t *testing.T, name string, sc *scenario) {
 	t.Cleanup(func() {
+		if sc.peaks != nil {
+			sc.PeakMemoryBytes = sc.peaks()
+		}
 		sc.Passed = !t.Failed()
 		sc.Timestamp = time.Now().UTC().Format(time.RFC3339)
 		resultsMu.Lock()

@@ -48,6 +48,14 @@ type stack struct {
 	// container.
 	workers map[string]*harness.Container
 	urls    []string
+	// mem samples every container's memory for the scenario's record.
+	mem *memSampler
+}
+
+// record is record with the peak memory of the stack's containers.
+func (s *stack) record(t *testing.T, name string, sc *scenario) {
+	sc.peaks = s.mem.snapshot
+	record(t, name, sc)
 }
 
 // startStack starts three workers with KV events on and a kvaware router
@@ -62,7 +70,19 @@ func startStack(t *testing.T, extra ...string) *stack {
 // router's other peers.
 func startStackOn(t *testing.T, nw *harness.Network, extra ...string) *stack {
 	t.Helper()
-	return startStackWith(t, nw, false, extra...)
+	return startStackWith(t, nw, stackOpts{routerArgs: extra})
+}
+
+// stackOpts vary the stack.
+type stackOpts struct {
+	// bind: the workers connect to the router's SUB socket (see
+	// startBindStack).
+	bind bool
+	// simArgs and simEnv are added to every worker's.
+	simArgs []string
+	simEnv  map[string]string
+	// routerArgs are extra router flags.
+	routerArgs []string
 }
 
 // eventsBindPort is the router's own SUB socket in the bind topology,
@@ -74,25 +94,25 @@ const eventsBindPort = "5557"
 // each naming itself in its topic.
 func startBindStack(t *testing.T, extra ...string) *stack {
 	t.Helper()
-	return startStackWith(t, harness.NewNetwork(t), true, extra...)
+	return startStackWith(t, harness.NewNetwork(t), stackOpts{bind: true, routerArgs: extra})
 }
 
-func startStackWith(t *testing.T, nw *harness.Network, bind bool, extra ...string) *stack {
+func startStackWith(t *testing.T, nw *harness.Network, o stackOpts) *stack {
 	t.Helper()
 	s := &stack{workers: map[string]*harness.Container{}}
 	for _, alias := range []string{"sim-a", "sim-b", "sim-c"} {
 		u := "http://" + alias + ":8000"
 		s.urls = append(s.urls, u)
 		events := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:8001","replay_endpoint":"tcp://*:8002"}`
-		if bind {
+		if o.bind {
 			events = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://router:` + eventsBindPort + `","topic":"` + u + `"}`
 		}
 		s.workers[u] = harness.Start(t, harness.Spec{
 			Package: simPkg, Network: nw, Aliases: []string{alias},
-			Args: []string{"--host", "0.0.0.0", "--port", "8000", "--model", model, "--time-scale", "2",
+			Args: append([]string{"--host", "0.0.0.0", "--port", "8000", "--model", model, "--time-scale", "2",
 				"--max-model-len", "4096", "--num-gpu-blocks-override", "1024",
-				"--kv-events-config", events, "--log-level", "warn", "--log-format", "text"},
-			Env:  map[string]string{"PYTHONHASHSEED": "0"},
+				"--kv-events-config", events, "--log-level", "warn", "--log-format", "text"}, o.simArgs...),
+			Env:  simEnv(o.simEnv),
 			Port: "8000", HealthPath: "/health",
 		})
 	}
@@ -105,7 +125,7 @@ func startStackWith(t *testing.T, nw *harness.Network, bind bool, extra ...strin
 		"--log-format", "text", "--log-level", "warn",
 	}
 	var ports []string
-	if bind {
+	if o.bind {
 		args = append(args, "--kv-events-bind", "tcp://0.0.0.0:"+eventsBindPort)
 		ports = []string{eventsBindPort}
 	} else {
@@ -113,10 +133,15 @@ func startStackWith(t *testing.T, nw *harness.Network, bind bool, extra ...strin
 	}
 	s.router = harness.Start(t, harness.Spec{
 		Package: routerPkg, Network: nw, Aliases: []string{"router"},
-		Args: append(args, extra...),
+		Args: append(args, o.routerArgs...),
 		Port: "8080", HealthPath: "/ready", ExtraPorts: ports,
 	})
 	s.setBase(s.router.URL)
+	ctrs := map[string]*harness.Container{"router": s.router}
+	for u, c := range s.workers {
+		ctrs[strings.TrimSuffix(strings.TrimPrefix(u, "http://"), ":8000")] = c
+	}
+	s.mem = sampleMemory(t, ctrs)
 	s.waitRotation(t, 30*time.Second, func(eps map[string]endpoint) error {
 		for _, u := range s.urls {
 			ep, ok := eps[u]
@@ -127,6 +152,15 @@ func startStackWith(t *testing.T, nw *harness.Network, bind bool, extra ...strin
 		return nil
 	})
 	return s
+}
+
+// simEnv is every worker's environment plus extra.
+func simEnv(extra map[string]string) map[string]string {
+	env := map[string]string{"PYTHONHASHSEED": "0"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
 }
 
 func (s *stack) setBase(u string) { s.base.Store(&u) }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,10 +36,14 @@ type Spec struct {
 	Env map[string]string
 	// Port is the container port the binary listens on, e.g. "8000".
 	Port string
-	// HealthPath is polled over HTTP until it answers 200, e.g. "/health";
-	// empty: the wait is for Port to accept connections (a peer that
-	// speaks no HTTP, such as Redis).
+	// HealthPath is polled over HTTP until it answers 200, e.g. "/health".
 	HealthPath string
+	// ReadyLog, for a peer that speaks no HTTP (Redis), is a line its log
+	// prints once it serves, e.g. "Ready to accept connections"; the wait
+	// is for it when HealthPath is empty. (Docker's port proxy accepts
+	// connections before the process listens, so a port that accepts
+	// proves nothing.)
+	ReadyLog string
 	// StartupTimeout bounds the wait for HealthPath; default 60s.
 	StartupTimeout time.Duration
 	// Network, when set, is the user-defined network the container joins
@@ -72,11 +77,11 @@ type Container struct {
 
 // Start builds (or reuses) the image for s.Package, or takes s.Image,
 // starts a container from it and waits until s.HealthPath answers 200 (or
-// s.Port listens). It fails the test on error.
+// its log prints s.ReadyLog). It fails the test on error.
 func Start(t testing.TB, s Spec) *Container {
 	t.Helper()
-	if s.Port == "" || (s.Package == "") == (s.Image == "") {
-		t.Fatal("harness: Spec needs Port and one of Package and Image")
+	if s.Port == "" || (s.Package == "") == (s.Image == "") || (s.HealthPath == "") == (s.ReadyLog == "") {
+		t.Fatal("harness: Spec needs Port, one of Package and Image, and one of HealthPath and ReadyLog")
 	}
 	if len(s.Aliases) > 0 && s.Network == nil {
 		t.Fatal("harness: Spec.Aliases need a Spec.Network")
@@ -89,7 +94,7 @@ func Start(t testing.TB, s Spec) *Container {
 		img = Image(t, s.Package, s.Port)
 	}
 	port := s.Port + "/tcp"
-	var ready wait.Strategy = wait.ForListeningPort(port).
+	var ready wait.Strategy = wait.ForLog(s.ReadyLog).
 		WithStartupTimeout(s.StartupTimeout).WithPollInterval(100 * time.Millisecond)
 	if s.HealthPath != "" {
 		ready = wait.ForHTTP(s.HealthPath).
@@ -306,4 +311,27 @@ func (c *Container) Reconnect(ctx context.Context) error {
 			EndpointConfig: &dockernetwork.EndpointSettings{Aliases: c.aliases}})
 		return err
 	})
+}
+
+// MemoryBytes is the container's memory in use now, as `docker stats`
+// shows it: the cgroup's usage less its inactive page cache.
+func (c *Container) MemoryBytes(ctx context.Context) (uint64, error) {
+	var used uint64
+	err := c.docker(ctx, "stats", func(cli *testcontainers.DockerClient, id string) error {
+		res, err := cli.ContainerStats(ctx, id, client.ContainerStatsOptions{})
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		var st dockercontainer.StatsResponse
+		if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+			return err
+		}
+		used = st.MemoryStats.Usage
+		if cache := st.MemoryStats.Stats["inactive_file"]; cache < used {
+			used -= cache
+		}
+		return nil
+	})
+	return used, err
 }

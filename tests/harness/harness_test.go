@@ -169,9 +169,10 @@ func getStatus(t *testing.T, u string) (int, string) {
 // host's own binary and libraries, and speaks RESP to it.
 func TestHostImage(t *testing.T) {
 	c := harness.Start(t, harness.Spec{
-		Image: harness.HostImage(t, "redis-server", "6379"),
-		Args:  []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
-		Port:  "6379",
+		Image:    harness.HostImage(t, "redis-server", "6379"),
+		Args:     []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
+		Port:     "6379",
+		ReadyLog: "Ready to accept connections",
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
