@@ -143,10 +143,15 @@ func TestPrefixAwareBeatsRoundRobin(t *testing.T) {
 	// The bound is 1.3. Under the race detector the router runs
 	// several times slower than the simulated workers, so a request's
 	// time in flight is mostly the router's own and the sampled balance
-	// is noisier (1.10–1.39 over runs here, 1.05–1.19 without it).
+	// is noisier (prefixaware 1.10–1.39 over runs here, 1.05–1.19 without
+	// it; kvaware, which also tokenizes in the router, 1.03–1.52 over 24
+	// runs on 2026-11-26, the same before and after its affinity slack,
+	// which prompts this short never earn). 1.6 stays above that tail and
+	// below what a hot spot gives: with 8 requests over 4 workers, one
+	// worker holding half of them is 2.0.
 	bound := 1.3
 	if raceEnabled {
-		bound = 1.45
+		bound = 1.6
 	}
 	if pa.maxOverMean > bound {
 		t.Errorf("prefixaware in-flight max/mean = %.2f, want ≤ %.2f", pa.maxOverMean, bound)
