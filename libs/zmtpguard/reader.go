@@ -142,6 +142,9 @@ type Reader struct {
 	msg      uint64 // the current multipart message so far
 	commands int    // complete command frames seen
 	err      error  // sticky: a failed stream stays failed
+	// firstCommandMax, when set, bounds the frames before the first
+	// command is complete (a listener's read-ahead holds them).
+	firstCommandMax uint64
 }
 
 // NewReader returns a Reader over r with lim (zero fields: defaults). The
@@ -171,6 +174,19 @@ func (g *Reader) Read(p []byte) (int, error) {
 
 // Commands is the number of complete command frames read so far.
 func (g *Reader) Commands() int { return g.commands }
+
+// Next is how many bytes end the part of the stream the Reader is in (the
+// greeting, a frame header or a frame body), at least 1: reading no more
+// than that never passes the end of a frame.
+func (g *Reader) Next() uint64 {
+	switch g.st {
+	case inGreeting, inBody:
+		return max(g.left, 1)
+	case inLongSize:
+		return uint64(len(g.size) - g.sizeLen)
+	}
+	return 1
+}
 
 // scan advances the framing state over b.
 func (g *Reader) scan(b []byte) error {
@@ -218,9 +234,13 @@ func (g *Reader) scan(b []byte) error {
 // frame checks a complete header announcing size bytes.
 func (g *Reader) frame(size uint64) error {
 	cmd := g.flags&flagCommand != 0
-	if size > g.lim.MaxFrame {
+	limit := g.lim.MaxFrame
+	if g.firstCommandMax > 0 && g.commands == 0 {
+		limit = min(limit, g.firstCommandMax)
+	}
+	if size > limit {
 		g.st = failed
-		return &LimitError{What: "frame", Size: size, Limit: g.lim.MaxFrame, Command: cmd}
+		return &LimitError{What: "frame", Size: size, Limit: limit, Command: cmd}
 	}
 	// size <= MaxFrame, so the sum cannot overflow unless the limits are
 	// near 2^64; saturate rather than wrap.

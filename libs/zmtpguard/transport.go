@@ -3,10 +3,8 @@ package zmtpguard
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
@@ -52,68 +50,38 @@ func nullGreeting() []byte {
 	return g
 }
 
-// maxFirstCommand bounds the first command a listener reads ahead: a READY
-// or HELLO of a few properties; held for every pending handshake, it must
-// stay far below MaxFrame.
+// maxFirstCommand bounds the frames a listener reads ahead, up to the end
+// of the first command: a READY or HELLO of a few properties; held for
+// every pending handshake, it must stay far below MaxFrame.
 const maxFirstCommand = 64 << 10
 
 // readAhead does the network part of a listening socket's handshake before
 // zmq4 sees the connection: it sends zmq4's greeting (a ZMTP peer may wait
 // for it before sending the rest of its own) and reads the peer's greeting
-// and first command through the guard, all within the handshake timeout.
+// and first command, no further, through the guard: Read fails an oversize
+// frame or a handshake past its deadline, as for any connection.
 func (c *Conn) readAhead() error {
-	var deadline time.Time
 	if c.timeout > 0 {
-		deadline = time.Now().Add(c.timeout)
+		if err := c.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+			return fmt.Errorf("zmtpguard: %w", err)
+		}
 	}
 	c.sent = nullGreeting()
-	if err := c.SetWriteDeadline(deadline); err != nil {
-		return fmt.Errorf("zmtpguard: %w", err)
-	}
 	if _, err := c.Conn.Write(c.sent); err != nil {
 		return fmt.Errorf("zmtpguard: send greeting: %w", err)
 	}
+	if err := c.SetWriteDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("zmtpguard: %w", err)
+	}
+	c.g.firstCommandMax = maxFirstCommand
 	var buf []byte
-	read := func(n uint64) error {
-		// Read clears the deadline once the command's header passed.
-		if err := c.SetReadDeadline(deadline); err != nil {
-			return fmt.Errorf("zmtpguard: %w", err)
-		}
-		b := make([]byte, n)
-		_, err := io.ReadFull(c, b)
-		buf = append(buf, b...)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			err = &handshakeError{timeout: c.timeout}
-			c.fail(err)
-		}
-		return err
-	}
-	if err := read(GreetingLen); err != nil {
-		return err
-	}
-	if err := read(2); err != nil {
-		return err
-	}
-	hdr := buf[GreetingLen:]
-	size := uint64(hdr[1])
-	if hdr[0]&flagLong != 0 {
-		if err := read(7); err != nil {
+	chunk := make([]byte, 4096)
+	for c.g.Commands() == 0 {
+		n, err := c.Read(chunk[:min(c.g.Next(), uint64(len(chunk)))])
+		buf = append(buf, chunk[:n]...)
+		if err != nil {
 			return err
 		}
-		size = binary.BigEndian.Uint64(buf[GreetingLen+1:])
-	}
-	// The guard failed a size over MaxFrame as its header passed.
-	if size > maxFirstCommand {
-		err := &LimitError{What: "frame", Size: size, Limit: maxFirstCommand, Command: hdr[0]&flagCommand != 0}
-		c.fail(err)
-		return err
-	}
-	if err := read(size); err != nil {
-		return err
-	}
-	if err := c.SetDeadline(time.Time{}); err != nil {
-		return fmt.Errorf("zmtpguard: %w", err)
 	}
 	c.ahead = buf
 	return nil
