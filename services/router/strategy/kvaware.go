@@ -246,11 +246,9 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	}
 	tokens := float64(len(req.TokenIDs))
 	credits := make([]float64, len(eps))
-	minLoad := math.Inf(1)
 	for i, m := range matches {
 		bs := float64(blocks[i])
 		credits[i] = min(tokens, bs*(k.cfg.GPUWeight*float64(m.GPU)+k.cfg.CPUWeight*float64(m.Local-m.GPU)+k.cfg.L2Weight*float64(m.Any-m.Local)))
-		minLoad = min(minLoad, eps[i].Load())
 	}
 	cost := func(i int) float64 {
 		return tokens - credits[i] + max(k.cfg.QueueWeight, 0)*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load()
@@ -261,7 +259,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		// net of the prefill it has queued: when one of those holds the
 		// prompt too, or the holder is busy prefilling, there is nothing
 		// to follow.
-		limit, admitted := k.guard.Limit(minLoad), math.Inf(-1)
+		limit, admitted := k.guard.LimitFor(eps), math.Inf(-1)
 		net := func(i int) float64 { return credits[i] - float64(eps[i].PendingPrefill) }
 		for i := range eps {
 			if eps[i].Load() <= limit {

@@ -58,6 +58,15 @@ func (g LoadGuard) Limit(minLoad float64) float64 {
 	return minLoad + max(g.cfg.Window, g.cfg.Ratio*minLoad)
 }
 
+// LimitFor is Limit for the least load among eps (+Inf for none).
+func (g LoadGuard) LimitFor(eps []Endpoint) float64 {
+	minLoad := math.Inf(1)
+	for i := range eps {
+		minLoad = min(minLoad, eps[i].Load())
+	}
+	return g.Limit(minLoad)
+}
+
 // Choose returns the index in eps of the eligible endpoint with the highest
 // score, or -1 when eps is empty. Ties on score go to the lower Load(), then
 // to the higher rendezvous weight of (seed, ID): deterministic for a given
@@ -77,23 +86,19 @@ func (g LoadGuard) ChooseWithSlack(eps []Endpoint, seed uint64, score, slack fun
 	if len(eps) == 0 {
 		return -1
 	}
-	minLoad := math.Inf(1)
-	for i := range eps {
-		minLoad = min(minLoad, eps[i].Load())
-	}
-	limit := g.Limit(minLoad)
+	limit := g.LimitFor(eps)
 	best := -1
 	var bestScore, bestLoad float64
 	var bestWeight uint64
 	for i := range eps {
 		load := eps[i].Load()
+		counted := load // the load the guard holds against its limit
 		if slack != nil {
-			load -= max(slack(i), 0)
+			counted -= max(slack(i), 0)
 		}
-		if load > limit {
+		if counted > limit {
 			continue
 		}
-		load = eps[i].Load()
 		s := score(i)
 		if best >= 0 {
 			if s != bestScore {
