@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -51,10 +52,7 @@ func (m *memSampler) add(name string, c *harness.Container) {
 
 func (m *memSampler) sample(ctx context.Context) {
 	m.mu.Lock()
-	ctrs := make(map[string]*harness.Container, len(m.ctrs))
-	for n, c := range m.ctrs {
-		ctrs[n] = c
-	}
+	ctrs := maps.Clone(m.ctrs)
 	m.mu.Unlock()
 	for name, c := range ctrs {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -73,9 +71,5 @@ func (m *memSampler) sample(ctx context.Context) {
 func (m *memSampler) snapshot() map[string]float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]float64, len(m.peaks))
-	for n, v := range m.peaks {
-		out[n] = v
-	}
-	return out
+	return maps.Clone(m.peaks)
 }

@@ -108,33 +108,6 @@ func TestRedisLost(t *testing.T) {
 	checkSent(t, sc.Sent, rate, dur)
 }
 
-// metric is the sum of the router's samples of name.
-func (s *stack) metric(t *testing.T, name string) float64 {
-	t.Helper()
-	v, _, err := harness.SumSamples(s.scrape(t), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// waitMetric polls the router's name every 100ms until ok accepts its value
-// and returns when that was; it fails the test after limit.
-func (s *stack) waitMetric(t *testing.T, name string, limit time.Duration, ok func(float64) bool) time.Time {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		v := s.metric(t, name)
-		if ok(v) {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v after %v", name, v, limit)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // dbsize asks the Redis published at base how many keys it holds.
 func dbsize(t *testing.T, base string) int {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,9 +158,7 @@ func startStackWith(t *testing.T, nw *harness.Network, o stackOpts) *stack {
 // simEnv is every worker's environment plus extra.
 func simEnv(extra map[string]string) map[string]string {
 	env := map[string]string{"PYTHONHASHSEED": "0"}
-	for k, v := range extra {
-		env[k] = v
-	}
+	maps.Copy(env, extra)
 	return env
 }
 
@@ -251,6 +250,33 @@ func (s *stack) scrape(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// metric is the sum of the router's samples of name.
+func (s *stack) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	v, _, err := harness.SumSamples(s.scrape(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitMetric polls the router's name every 100ms until ok accepts its value
+// and returns when that was; it fails the test after limit.
+func (s *stack) waitMetric(t *testing.T, name string, limit time.Duration, ok func(float64) bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		v := s.metric(t, name)
+		if ok(v) {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v after %v", name, v, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // retries reads the router's warmpath_router_retries_total by reason.
