@@ -1,12 +1,10 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +87,7 @@ func filesHash(files []string, dockerfile []byte) (string, error) {
 }
 
 // stageRootfs lays out a build context: the Dockerfile, and rootfs/ holding
-// each file's content (symlinks followed) at its own path.
+// each file's content (symlinks followed), executable, at its own path.
 func stageRootfs(files []string, dockerfile []byte) (string, error) {
 	dir, err := os.MkdirTemp("", "warmpath-hostimage-")
 	if err != nil {
@@ -107,23 +105,9 @@ func stageRootfs(files []string, dockerfile []byte) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fail(err)
 		}
-		if err := copyContent(p, dst); err != nil {
+		if err := copyFile(p, dst); err != nil { // opening follows symlinks
 			return fail(err)
 		}
 	}
 	return dir, nil
-}
-
-// copyContent copies what src resolves to into dst, executable.
-func copyContent(src, dst string) error {
-	in, err := os.Open(src) // follows symlinks
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	var buf bytes.Buffer
-	if _, err := io.Copy(&buf, in); err != nil {
-		return err
-	}
-	return os.WriteFile(dst, buf.Bytes(), 0o755) //nolint:gosec // programs and libraries: executable by design
 }
