@@ -2,10 +2,11 @@ package faults
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/warmpath/warmpath/tests/harness"
 )
@@ -20,14 +21,14 @@ import (
 // libraries it links (harness.HostImage): no registry is reachable here.
 func TestRedisLost(t *testing.T) {
 	nw := harness.NewNetwork(t)
-	redis := harness.Start(t, harness.Spec{
+	rdb := harness.Start(t, harness.Spec{
 		Image: harness.HostImage(t, "redis-server", "6379"), Network: nw, Aliases: []string{"redis"},
 		Args: []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
 		Port: "6379", ReadyLog: "Ready to accept connections", // redis-server speaks no HTTP
 	})
 	s := startStackOn(t, nw, "--kv-index-redis", "redis://redis:6379/0",
 		"--kv-index-redis-breaker-open", "2s")
-	s.mem.add("redis", redis)
+	s.mem.add("redis", rdb)
 	const (
 		rate     = 4.0
 		dur      = 30 * time.Second
@@ -51,11 +52,11 @@ func TestRedisLost(t *testing.T) {
 		t.Errorf("%v Redis errors before Redis was stopped, want 0", before)
 	}
 	// The index really lives in Redis.
-	if keys := dbsize(t, redis.URL); keys == 0 {
+	if keys := dbsize(t, hostPort(t, rdb, "6379")); keys == 0 {
 		t.Fatal("Redis holds no keys after 8 s of load: the router does not keep its index there")
 	}
 	stoppedAt := time.Now()
-	if err := redis.Stop(ctx, time.Second); err != nil {
+	if err := rdb.Stop(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	opened := s.waitMetric(t, "warmpath_router_kv_redis_breaker_open", openMax, func(v float64) bool { return v == 1 })
@@ -63,8 +64,7 @@ func TestRedisLost(t *testing.T) {
 
 	time.Sleep(time.Until(stoppedAt.Add(downFor)))
 	startedAt := time.Now()
-	redisURL, err := redis.Restart(ctx, time.Second)
-	if err != nil {
+	if _, err := rdb.Restart(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	closed := s.waitMetric(t, "warmpath_router_kv_redis_breaker_open", closeMax, func(v float64) bool { return v == 0 })
@@ -72,7 +72,8 @@ func TestRedisLost(t *testing.T) {
 	// The restarted Redis is empty: the workers' next batches write the
 	// index there again.
 	refilled := time.Now()
-	for dbsize(t, redisURL) == 0 {
+	// Docker may publish the restarted container on another host port.
+	for dbsize(t, hostPort(t, rdb, "6379")) == 0 {
 		if time.Since(refilled) > closeMax {
 			t.Fatalf("the restarted Redis still holds no keys after %v", closeMax)
 		}
@@ -108,18 +109,17 @@ func TestRedisLost(t *testing.T) {
 	checkSent(t, sc.Sent, rate, dur)
 }
 
-// dbsize asks the Redis published at base how many keys it holds.
-func dbsize(t *testing.T, base string) int {
+// dbsize asks the Redis published at addr (host:port) how many keys it
+// holds.
+func dbsize(t *testing.T, addr string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	reply, err := harness.RESPCommand(ctx, base, "DBSIZE")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	n, err := rdb.DBSize(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(strings.TrimPrefix(reply, ":"))
-	if err != nil {
-		t.Fatalf("DBSIZE answered %q", reply)
 	}
 	return n
 }

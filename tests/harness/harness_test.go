@@ -12,6 +12,7 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
+	"github.com/redis/go-redis/v9"
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/warmpath/warmpath/tests/harness"
@@ -176,11 +177,17 @@ func TestHostImage(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	reply, err := harness.RESPCommand(ctx, c.URL, "PING")
+	addr, err := c.Endpoint(ctx, "6379")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply != "+PONG" {
-		t.Errorf("PING = %q, want +PONG", reply)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	reply, err := rdb.Ping(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply != "PONG" {
+		t.Errorf("PING = %q, want PONG", reply)
 	}
 }
