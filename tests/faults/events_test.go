@@ -75,6 +75,13 @@ func TestWorkerRestartedEventsLost(t *testing.T) {
 // (/debug/kv/held).
 func (s *stack) held(t *testing.T, worker string) int {
 	t.Helper()
+	return len(s.heldBlocks(t, worker))
+}
+
+// heldBlocks are the GPU blocks the router credits worker with
+// (/debug/kv/held), as the worker's events name them.
+func (s *stack) heldBlocks(t *testing.T, worker string) []uint64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	b, err := harness.GetBody(ctx, s.url()+"/debug/kv/held?tier=gpu&worker="+url.QueryEscape(worker))
@@ -87,7 +94,7 @@ func (s *stack) held(t *testing.T, worker string) int {
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatalf("/debug/kv/held: %v: %s", err, b)
 	}
-	return len(v.Hashes)
+	return v.Hashes
 }
 
 // waitHeld polls held every 100ms until ok accepts it and returns it; it

@@ -51,6 +51,9 @@ type stack struct {
 	urls    []string
 	// mem samples every container's memory for the scenario's record.
 	mem *memSampler
+	// proxy, with stackOpts.eventProxy, stands under the first worker's
+	// name between it and the router (eventproxy).
+	proxy *harness.Container
 }
 
 // record is record with the peak memory of the stack's containers.
@@ -84,7 +87,15 @@ type stackOpts struct {
 	simEnv  map[string]string
 	// routerArgs are extra router flags.
 	routerArgs []string
+	// eventProxy puts an eventproxy under the first worker's name, in
+	// front of it (renamed <name>-real): the router's HTTP, events and
+	// replay reach that worker through it, and the test can drop or swap
+	// its event messages.
+	eventProxy bool
 }
+
+// eventProxyPkg relays a worker's ports and KV events for stackOpts.eventProxy.
+const eventProxyPkg = "github.com/warmpath/warmpath/tests/faults/eventproxy"
 
 // eventsBindPort is the router's own SUB socket in the bind topology,
 // published to the test too (Container.Endpoint).
@@ -101,21 +112,33 @@ func startBindStack(t *testing.T, extra ...string) *stack {
 func startStackWith(t *testing.T, nw *harness.Network, o stackOpts) *stack {
 	t.Helper()
 	s := &stack{workers: map[string]*harness.Container{}}
-	for _, alias := range []string{"sim-a", "sim-b", "sim-c"} {
+	for i, alias := range []string{"sim-a", "sim-b", "sim-c"} {
 		u := "http://" + alias + ":8000"
 		s.urls = append(s.urls, u)
+		host := alias
+		if o.eventProxy && i == 0 {
+			host = alias + "-real"
+		}
 		events := `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:8001","replay_endpoint":"tcp://*:8002"}`
 		if o.bind {
 			events = `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://router:` + eventsBindPort + `","topic":"` + u + `"}`
 		}
 		s.workers[u] = harness.Start(t, harness.Spec{
-			Package: simPkg, Network: nw, Aliases: []string{alias},
+			Package: simPkg, Network: nw, Aliases: []string{host},
 			Args: append([]string{"--host", "0.0.0.0", "--port", "8000", "--model", model, "--time-scale", "2",
 				"--max-model-len", "4096", "--num-gpu-blocks-override", "1024",
 				"--kv-events-config", events, "--log-level", "warn", "--log-format", "text"}, o.simArgs...),
 			Env:  simEnv(o.simEnv),
 			Port: "8000", HealthPath: "/health",
 		})
+		if host != alias {
+			s.proxy = harness.Start(t, harness.Spec{
+				Package: eventProxyPkg, Network: nw, Aliases: []string{alias},
+				Args: []string{"--forward", "0.0.0.0:8000=" + host + ":8000,0.0.0.0:8002=" + host + ":8002",
+					"--events-listen", "tcp://0.0.0.0:8001", "--events-upstream", "tcp://" + host + ":8001", "--control", "0.0.0.0:9000"},
+				Port: "9000", HealthPath: "/health",
+			})
+		}
 	}
 	args := []string{
 		"--listen", "0.0.0.0:8080",
@@ -172,6 +195,15 @@ type endpoint struct {
 	EjectedUntil *time.Time `json:"ejectedUntil"`
 	InFlight     int        `json:"inFlight"`
 	Models       []string   `json:"models"`
+	// KV is the worker's KV-event stream as the router saw it.
+	KV struct {
+		Events struct {
+			Gaps     uint64 `json:"gaps"`
+			Replays  uint64 `json:"replays"`
+			Lost     uint64 `json:"lostBatches"`
+			Restarts uint64 `json:"restarts"`
+		} `json:"events"`
+	} `json:"kv"`
 }
 
 // inRotation says the router would route to the worker: healthy and not

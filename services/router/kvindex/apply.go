@@ -416,7 +416,8 @@ func (w *Worker) pushFront(s uint32) {
 func (f *Feed) Restart() {
 	f.w.stats.Restarts.Add(1)
 	f.w.Reset()
-	f.seen, f.next, f.dupWindow = false, 0, false
+	f.seen, f.next = false, 0
+	f.closeDupWindow()
 }
 
 // Replayer fetches a worker's buffered batches from seq on (vLLM's replay
@@ -433,11 +434,15 @@ type Feed struct {
 	replay Replayer // nil: gaps are counted, not repaired
 	next   uint64
 	seen   bool
-	// After Sync, live messages the replay already applied may still
-	// arrive: seqs in [dupFrom, next) are skipped until the stream reaches
-	// next, instead of being taken for a restart.
+	// After a replay (Sync, or a gap filled because a message overtook
+	// others or was dropped), live messages the replay already applied may
+	// still arrive: seqs in [dupFrom, next) are skipped until the stream
+	// reaches next, instead of being taken for a restart — unless dups
+	// holds another payload's hash for the seq, which only a new process
+	// publishes.
 	dupFrom   uint64
 	dupWindow bool
+	dups      map[uint64]uint64
 	// lastHash is the hash of the last applied batch's payload: replayed
 	// again on a reconnect, a different payload under the same seq means
 	// a new publisher process.
@@ -465,11 +470,11 @@ func (f *Feed) Handle(ctx context.Context, m kvevents.Message) error {
 			err = f.fill(ctx, 0, m.Seq)
 		}
 	case m.Seq == f.next:
-		f.dupWindow = false
-	case f.dupWindow && m.Seq < f.next && m.Seq >= f.dupFrom:
+		f.closeDupWindow()
+	case f.dupWindow && m.Seq < f.next && m.Seq >= f.dupFrom && f.replayed(m):
 		return nil // already applied from the replay
 	case m.Seq > f.next:
-		f.dupWindow = false
+		f.closeDupWindow()
 		f.w.stats.Gaps.Add(1)
 		err = f.fill(ctx, f.next, m.Seq)
 	default:
@@ -519,6 +524,7 @@ func (f *Feed) Sync(ctx context.Context) error {
 			from = 0
 		}
 	}
+	f.closeDupWindow()
 	applied := uint64(0)
 	for _, m := range msgs {
 		if f.seen && m.Seq < f.next {
@@ -528,14 +534,50 @@ func (f *Feed) Sync(ctx context.Context) error {
 			f.w.stats.Lost.Add(m.Seq - f.next)
 		}
 		f.seen = true
-		f.apply(m)
+		f.applyReplayed(m)
 		applied++
 	}
 	f.w.stats.Replayed.Add(applied)
 	if applied > 0 {
-		f.dupFrom, f.dupWindow = from, true
+		f.openDupWindow(from)
 	}
 	return nil
+}
+
+// maxDupHashes bounds the payload hashes kept for a duplicate window: a
+// replay of a whole buffer (vLLM keeps 10,000 steps) remembers its first
+// ones only, and a late message past them is taken for a duplicate by its
+// seq alone.
+const maxDupHashes = 1024
+
+// openDupWindow opens the duplicate window at from; the replay's batches
+// are recorded by apply.
+func (f *Feed) openDupWindow(from uint64) {
+	f.dupFrom, f.dupWindow = from, true
+}
+
+func (f *Feed) closeDupWindow() {
+	f.dupWindow = false
+	clear(f.dups)
+}
+
+// replayed says a live m inside the duplicate window is the batch a replay
+// applied under its seq, not another process's.
+func (f *Feed) replayed(m kvevents.Message) bool {
+	h, ok := f.dups[m.Seq]
+	return !ok || h == xxhash.Sum64(m.Payload)
+}
+
+// applyReplayed applies a batch from replay, remembering its payload's
+// hash for the duplicate window.
+func (f *Feed) applyReplayed(m kvevents.Message) {
+	f.apply(m)
+	if f.dups == nil {
+		f.dups = make(map[uint64]uint64)
+	}
+	if len(f.dups) < maxDupHashes {
+		f.dups[m.Seq] = f.lastHash
+	}
 }
 
 func (f *Feed) apply(m kvevents.Message) {
@@ -560,6 +602,7 @@ func (f *Feed) fill(ctx context.Context, from, to uint64) error {
 		f.w.stats.Lost.Add(to - from)
 		return nil
 	}
+	f.closeDupWindow() // its hashes are of batches before these
 	f.w.stats.Replays.Add(1)
 	msgs, err := f.replay.Replay(ctx, from)
 	got := uint64(0)
@@ -567,10 +610,13 @@ func (f *Feed) fill(ctx context.Context, from, to uint64) error {
 		if m.Seq < from || m.Seq >= to {
 			continue
 		}
-		f.apply(m)
+		f.applyReplayed(m)
 		got++
 	}
 	f.w.stats.Replayed.Add(got)
+	if got > 0 {
+		f.openDupWindow(from)
+	}
 	f.w.stats.Lost.Add(to - from - got)
 	if err != nil {
 		f.w.stats.ReplayErrors.Add(1)

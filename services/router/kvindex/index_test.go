@@ -334,6 +334,39 @@ func TestFeedSequencing(t *testing.T) {
 			t.Fatalf("%d blocks after m2, want 1", got)
 		}
 	})
+	t.Run("reordered message is a duplicate, not a restart", func(t *testing.T) {
+		// m2 overtakes m1 (a relay reordered them): the gap is filled from
+		// replay, and m1 arriving late was applied already.
+		x := New(100)
+		r := &replayer{buf: []kvevents.Message{m0(t), m1(t), m2(t)}}
+		w := NewWorker(x, "w", "m", nil)
+		f := NewFeed(w, r)
+		for _, m := range []kvevents.Message{m0(t), m2(t), m1(t)} {
+			if err := f.Handle(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w.stats.Restarts.Load() != 0 || w.stats.Gaps.Load() != 1 || len(r.calls) != 1 {
+			t.Fatalf("restarts %d gaps %d replays %v, want 0, 1 and one from 1", w.stats.Restarts.Load(), w.stats.Gaps.Load(), r.calls)
+		}
+		if got := x.Lookup(keys, []string{"w"}, nil)[0].GPU; got != 1 {
+			t.Fatalf("%d blocks, want 1 (m1 stored block 2, m2 removed it)", got)
+		}
+	})
+	t.Run("late seq with other content is a restart", func(t *testing.T) {
+		// Inside the window a gap fill opened, but not the batch the
+		// replay gave under that seq: a new process.
+		x := New(100)
+		r := &replayer{buf: []kvevents.Message{m0(t), m1(t), m2(t)}}
+		w := NewWorker(x, "w", "m", nil)
+		f := NewFeed(w, r)
+		_ = f.Handle(context.Background(), m0(t))
+		_ = f.Handle(context.Background(), m2(t))
+		_ = f.Handle(context.Background(), message(t, 1, stored(nil, []uint64{7}, seq(4, 50), "GPU")))
+		if w.stats.Restarts.Load() != 1 {
+			t.Fatalf("restarts %d, want 1", w.stats.Restarts.Load())
+		}
+	})
 	t.Run("restart found on reconnect", func(t *testing.T) {
 		x := New(100)
 		r := &replayer{buf: []kvevents.Message{m0(t), m1(t)}}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -279,6 +280,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Tokenizer: tok, Generator: a.rt,
 		Metrics:                   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		LMCacheL1:                 a.l1Handler(),
+		GPUBlocks:                 a.gpuHandler(),
 		DefaultChatMaxTokens:      o.DefaultChatMaxTokens,
 		EnablePromptTokensDetails: o.EnablePromptTokensDetails,
 		MaxBodyBytes:              o.MaxBodyBytes, Version: Version, Log: o.Log,
@@ -310,6 +312,26 @@ func (a *App) l1Handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"chunks": chunks, "capacity_chunks": a.l1.CapacityChunks(), "chunk_tokens": a.l1.ChunkTokens(), "events": a.opts.LMCache.Events,
 		})
+	})
+}
+
+// gpuHandler serves the GPU prefix cache's registered blocks as the KV
+// events name them (the wire form of each hash, as an unsigned integer):
+// what a router that applied every event published so far credits the
+// worker with.
+func (a *App) gpuHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var blocks []uint64
+		var total int
+		a.rt.With(func(e *engine.Engine, _ float64) {
+			total = e.Pool().NumBlocks()
+			for h := range e.Pool().CachedHashes() {
+				blocks = append(blocks, kvpublish.WireHash(h, a.opts.KVEventsIntHashes).Uint64())
+			}
+		})
+		slices.Sort(blocks)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"blocks": blocks, "num_gpu_blocks": total})
 	})
 }
 

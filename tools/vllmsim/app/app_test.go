@@ -19,6 +19,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
+	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 )
 
 const modelName = "meta-llama/Llama-3.1-8B-Instruct"
@@ -524,5 +525,51 @@ func TestTwoWorkersShareKVThroughL2(t *testing.T) {
 	// The L2 fetch replaced the prefill: b's first token came sooner.
 	if ta, tb := a.metric(t, "vllm:time_to_first_token_seconds_sum"), b.metric(t, "vllm:time_to_first_token_seconds_sum"); !(tb < ta) {
 		t.Errorf("TTFT from L2 %.4fs, want below the cold prefill's %.4fs", tb, ta)
+	}
+}
+
+// TestDebugGPUBlocks checks /debug/kv/gpu against the engine's pool: the
+// blocks a router that applied every event credits the worker with, named
+// as the events name them.
+func TestDebugGPUBlocks(t *testing.T) {
+	for _, intHashes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("int_hashes=%v", intHashes), func(t *testing.T) {
+			s := startSim(t, func(o *Options) { o.KVEventsIntHashes = intHashes })
+			c := s.client()
+			if _, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
+				Model: openai.CompletionNewParamsModel(modelName), MaxTokens: openai.Int(4),
+				Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(longPrompt("gpu", 600))},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			b, err := httpGet(s.base + "/debug/kv/gpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				Blocks       []uint64 `json:"blocks"`
+				NumGPUBlocks int      `json:"num_gpu_blocks"`
+			}
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("%v: %s", err, b)
+			}
+			want := map[uint64]bool{}
+			s.app.rt.With(func(e *engine.Engine, _ float64) {
+				for h := range e.Pool().CachedHashes() {
+					want[kvpublish.WireHash(h, intHashes).Uint64()] = true
+				}
+			})
+			if len(want) < 600/16/2 {
+				t.Fatalf("the pool holds %d blocks after a 600-token prompt", len(want))
+			}
+			if len(got.Blocks) != len(want) || got.NumGPUBlocks != 2048 {
+				t.Errorf("/debug/kv/gpu: %d blocks of %d, want %d of 2048", len(got.Blocks), got.NumGPUBlocks, len(want))
+			}
+			for _, h := range got.Blocks {
+				if !want[h] {
+					t.Errorf("/debug/kv/gpu names %#x, which the pool does not hold", h)
+				}
+			}
+		})
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// no L1); a simulator-only page, for tests checking what a router
 	// believes against what the worker holds.
 	LMCacheL1 http.Handler
+	// GPUBlocks serves /debug/kv/gpu, the GPU prefix cache's registered
+	// blocks (nil: not served); simulator-only, like LMCacheL1.
+	GPUBlocks http.Handler
 	// DefaultCompletionMaxTokens applies to /v1/completions without
 	// max_tokens (16, as in OpenAI and vLLM).
 	DefaultCompletionMaxTokens int
@@ -105,6 +108,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.LMCacheL1 != nil {
 		s.mux.Handle("GET /debug/lmcache/l1", cfg.LMCacheL1)
+	}
+	if cfg.GPUBlocks != nil {
+		s.mux.Handle("GET /debug/kv/gpu", cfg.GPUBlocks)
 	}
 	return s, nil
 }
