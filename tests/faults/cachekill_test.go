@@ -146,22 +146,7 @@ func TestCacheServerKilled(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("warmpath_cache_stored_bytes{tier=\"disk\"}: %v (found %v)", err, ok)
 	}
-	var onDisk int64
-	files := 0
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		fi, err := os.Stat(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue // removed since
-		}
-		if strings.HasSuffix(e.Name(), ".obj") {
-			files++
-		}
-		onDisk += (fi.Size() + 4095) / 4096 * 4096
-	}
+	onDisk, files := dirBytes(t, dir)
 	sc.Extra["disk_stored_bytes"], sc.Extra["disk_dir_bytes"], sc.Extra["disk_objects"] = stored, float64(onDisk), float64(files)
 	sc.Extra["disk_capacity_bytes"] = diskCap
 	t.Logf("after the restart (ready in %.2fs): %d exact, %d misses, %d corrupt, %d errors of %d; disk tier %0.f bytes accounted, %d bytes in %d objects on disk (capacity %d)",
@@ -172,6 +157,27 @@ func TestCacheServerKilled(t *testing.T) {
 	if hits == 0 {
 		t.Errorf("no object survived the kill: want the disk tier's (%d files) to", files)
 	}
+}
+
+// dirBytes is what a disk tier's directory holds, in 4 KiB blocks as the
+// server counts them, and how many objects.
+func dirBytes(t *testing.T, dir string) (bytes int64, objects int) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		fi, err := os.Stat(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // removed since
+		}
+		if strings.HasSuffix(e.Name(), ".obj") {
+			objects++
+		}
+		bytes += (fi.Size() + 4095) / 4096 * 4096
+	}
+	return bytes, objects
 }
 
 // waitPath polls base+path every 100ms until it answers 200 and returns

@@ -30,18 +30,11 @@ func TestCacheNodePartitionedUnderLoad(t *testing.T) {
 	)
 	nw := harness.NewNetwork(t)
 	a, b := cacheCluster(t, nw, peerTimeout, 2*time.Second)
-	s := startStackWith(t, nw, stackOpts{
-		simArgs: []string{"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`,
-			"--lmcache-remote-url", "lm://cache-a:" + lmPort, "--lmcache-remote-timeout", remoteTimeout.String(),
-			// A GPU cache of a few prompts: families leave it and come back
-			// from the L2 all through the run, the partition included.
-			"--num-gpu-blocks-override", "64", "--max-model-len", "1024"},
-		// L1 off: every external hit comes from the cache cluster.
-		simEnv: map[string]string{"LMCACHE_LOCAL_CPU": "false"},
-		// Round robin spreads each prompt family over the workers, so
-		// they read from the L2 what another one computed.
-		routerArgs: []string{"--strategy", "roundrobin"},
-	})
+	// A GPU cache of a few prompts: families leave it and come back from
+	// the L2 all through the run, the partition included. Round robin
+	// spreads each prompt family over the workers, so they read from the
+	// L2 what another one computed.
+	s := startStackWith(t, nw, l2Stack(remoteTimeout, 64, 1024, "--strategy", "roundrobin"))
 	s.mem.add("cache-a", a)
 	s.mem.add("cache-b", b)
 	sc := &scenario{Fault: fmt.Sprintf("docker network disconnect, for %v, of one of the two cache servers the workers use as their L2", partition),
@@ -76,10 +69,7 @@ func TestCacheNodePartitionedUnderLoad(t *testing.T) {
 	sc.Extra["worker_l2_reads"] = s.workerMetric(t, "lmcache:num_remote_read_requests_total")
 	sc.Extra["worker_l2_errors"] = s.workerMetric(t, "warmpath_vllmsim_lmcache_remote_errors_total")
 	sc.Extra["worker_l2_corrupt"] = s.workerMetric(t, "warmpath_vllmsim_lmcache_remote_corrupt_total")
-	var longest time.Duration
-	for _, r := range rs {
-		longest = max(longest, r.end.Sub(r.start))
-	}
+	longest := longestRequest(rs)
 	sc.Extra["longest_request_seconds"] = round(longest.Seconds())
 	logFailures(t, t0, rs)
 	t.Logf("partitioned cache-b at +%.1fs for %v: longest request %.2fs; workers read %v chunks from the L2 (%v during the partition; %v errors, %v corrupt)",
@@ -98,6 +88,28 @@ func TestCacheNodePartitionedUnderLoad(t *testing.T) {
 		t.Errorf("workers read %v corrupt values from the L2", sc.Extra["worker_l2_corrupt"])
 	}
 	checkSent(t, sc.Sent, rate, dur)
+}
+
+// l2Stack is the stack whose workers' LMCache L2 is the cache cluster
+// behind lm://cache-a, with L1 off (every external hit comes from the
+// cluster) and GPU caches of gpuBlocks, plus router flags.
+func l2Stack(remoteTimeout time.Duration, gpuBlocks, maxModelLen int, routerArgs ...string) stackOpts {
+	return stackOpts{
+		simArgs: []string{"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`,
+			"--lmcache-remote-url", "lm://cache-a:" + lmPort, "--lmcache-remote-timeout", remoteTimeout.String(),
+			"--num-gpu-blocks-override", itoa(gpuBlocks), "--max-model-len", itoa(maxModelLen)},
+		simEnv:     map[string]string{"LMCACHE_LOCAL_CPU": "false"},
+		routerArgs: routerArgs,
+	}
+}
+
+// longestRequest is the longest any of rs took.
+func longestRequest(rs []result) time.Duration {
+	var longest time.Duration
+	for _, r := range rs {
+		longest = max(longest, r.end.Sub(r.start))
+	}
+	return longest
 }
 
 // workerMetric sums name over every worker's /metrics.

@@ -232,15 +232,20 @@ func onNode(t *testing.T, base, key string) (bool, error) {
 }
 
 // cacheCluster starts two cache servers in cluster mode on nw, cache-a and
-// cache-b, each owning half the keys (--replicas 1).
-func cacheCluster(t *testing.T, nw *harness.Network, peerTimeout, backoffMax time.Duration) (a, b *harness.Container) {
+// cache-b, each owning half the keys (--replicas 1); extra may change each
+// node's Spec (a flag it appends wins over the one before).
+func cacheCluster(t *testing.T, nw *harness.Network, peerTimeout, backoffMax time.Duration, extra ...func(alias string, s *harness.Spec)) (a, b *harness.Container) {
 	t.Helper()
 	peers := "cache-a:65433,cache-b:65433"
 	node := func(alias string) *harness.Container {
-		return startCache(t, harness.Spec{Network: nw, Aliases: []string{alias},
+		s := harness.Spec{Network: nw, Aliases: []string{alias},
 			Args: cacheArgs("--memory-capacity-bytes", itoa(64<<20), "--peer-listen", "0.0.0.0:65433",
 				"--advertise", alias+":65433", "--peers", peers, "--peer-timeout", peerTimeout.String(),
-				"--peer-backoff-max", backoffMax.String())})
+				"--peer-backoff-max", backoffMax.String())}
+		for _, f := range extra {
+			f(alias, &s)
+		}
+		return startCache(t, s)
 	}
 	return node("cache-a"), node("cache-b")
 }

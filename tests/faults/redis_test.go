@@ -21,11 +21,7 @@ import (
 // libraries it links (harness.HostImage): no registry is reachable here.
 func TestRedisLost(t *testing.T) {
 	nw := harness.NewNetwork(t)
-	rdb := harness.Start(t, harness.Spec{
-		Image: harness.HostImage(t, "redis-server", "6379"), Network: nw, Aliases: []string{"redis"},
-		Args: []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
-		Port: "6379", ReadyLog: "Ready to accept connections", // redis-server speaks no HTTP
-	})
+	rdb := startRedis(t, nw)
 	s := startStackOn(t, nw, "--kv-index-redis", "redis://redis:6379/0",
 		"--kv-index-redis-breaker-open", "2s")
 	s.mem.add("redis", rdb)
@@ -107,6 +103,16 @@ func TestRedisLost(t *testing.T) {
 		}
 	}
 	checkSent(t, sc.Sent, rate, dur)
+}
+
+// startRedis starts Redis on nw as "redis", without persistence.
+func startRedis(t *testing.T, nw *harness.Network) *harness.Container {
+	t.Helper()
+	return harness.Start(t, harness.Spec{
+		Image: harness.HostImage(t, "redis-server", "6379"), Network: nw, Aliases: []string{"redis"},
+		Args: []string{"--port", "6379", "--save", "", "--appendonly", "no", "--protected-mode", "no"},
+		Port: "6379", ReadyLog: "Ready to accept connections", // redis-server speaks no HTTP
+	})
 }
 
 // dbsize asks the Redis published at addr (host:port) how many keys it

@@ -220,12 +220,12 @@ func run(ctx context.Context, args []string) error {
 		backend = cl
 		respCfg.Cluster = cl // RESP reaches other nodes' keys as lm:// does
 		go func() {
-			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
+			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
 		}()
 		log.Info("cluster mode", "self", self, "replicas", *replicas)
 	}
 	go func() {
-		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory.Reserve}, backend, m, log).Serve(ctx, lmLn)
+		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory}, backend, m, log).Serve(ctx, lmLn)
 	}()
 	go func() {
 		errc <- resp.New(respCfg, mem, m, log).Serve(ctx, respLn)

@@ -28,11 +28,19 @@ type Config struct {
 	// IOTimeout bounds reading a request's rest once its header began, and
 	// writing a reply (30s).
 	IOTimeout time.Duration
-	// Reserve, when set, is asked for room for a PUT's value before its
-	// buffer is allocated (the memory tier's Reserve: values being
+	// Reserve, when set, is asked for room for a PUT's value as its buffer
+	// grows with the bytes that arrive (the memory tier: values being
 	// received count against its capacity); the room is given back once
 	// the value is stored or dropped.
-	Reserve func(ctx context.Context, n int64) (release func(), err error)
+	Reserve Reserver
+}
+
+// Reserver admits a PUT's value by its first step (Reserve, which may wait
+// for room) and grows it by the next ones (Grow, which does not: the
+// value's own earlier steps are what it would wait for).
+type Reserver interface {
+	Reserve(ctx context.Context, n int64) (release func(), err error)
+	Grow(n int64) (release func())
 }
 
 // Backend is where requests go: the local store, or the cluster that
@@ -93,6 +101,10 @@ func (s *Server) serveConn(conn net.Conn) {
 	defer release()
 	if s.cfg.Reserve != nil {
 		rd.SetReserve(func(n int) error {
+			if len(releases) > 0 {
+				releases = append(releases, s.cfg.Reserve.Grow(int64(n)))
+				return nil
+			}
 			// Room is waited for no longer than a request may take: a
 			// client that holds its reservation by sending slowly delays
 			// other PUTs by at most that (its whole request is bounded by
@@ -100,7 +112,7 @@ func (s *Server) serveConn(conn net.Conn) {
 			// queue forever.
 			rctx, cancel := context.WithTimeout(ctx, s.cfg.IOTimeout)
 			defer cancel()
-			r, err := s.cfg.Reserve(rctx, int64(n))
+			r, err := s.cfg.Reserve.Reserve(rctx, int64(n))
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -233,15 +234,8 @@ func TestPutValueIsReserved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var asked, held int64
-	reserve := func(_ context.Context, n int64) (func(), error) {
-		mu.Lock()
-		defer mu.Unlock()
-		asked += n
-		held += n
-		return func() { mu.Lock(); held -= n; mu.Unlock() }, nil
-	}
+	reserve := &countingReserver{}
+	mu := &reserve.mu
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -255,7 +249,7 @@ func TestPutValueIsReserved(t *testing.T) {
 	}{{"small", 10}, {"large", 3 << 20}}
 	for _, tt := range tests {
 		mu.Lock()
-		asked = 0
+		reserve.asked = 0
 		mu.Unlock()
 		if err := c.Put(ctx, tt.key, lmproto.Meta{}, make([]byte, tt.size)); err != nil {
 			t.Fatal(err)
@@ -264,12 +258,30 @@ func TestPutValueIsReserved(t *testing.T) {
 			t.Fatalf("%s: %v", tt.key, err)
 		}
 		mu.Lock()
-		total, h := asked, held
+		total, h := reserve.asked, reserve.held
 		mu.Unlock()
 		if total != int64(tt.size) || h != 0 {
 			t.Fatalf("%s: reserved %d in all (want %d), %d still held after the store", tt.key, total, tt.size, h)
 		}
 	}
+}
+
+// countingReserver counts what is asked of it and still held.
+type countingReserver struct {
+	mu          sync.Mutex
+	asked, held int64
+}
+
+func (r *countingReserver) Reserve(_ context.Context, n int64) (func(), error) {
+	return r.Grow(n), nil
+}
+
+func (r *countingReserver) Grow(n int64) func() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked += n
+	r.held += n
+	return func() { r.mu.Lock(); r.held -= n; r.mu.Unlock() }
 }
 
 // TestDelete: warmpath's DELETE (what cluster nodes forward RESP DEL with)
@@ -289,5 +301,41 @@ func TestDelete(t *testing.T) {
 	}
 	if f.mem.Contains("k") {
 		t.Fatal("key still stored")
+	}
+}
+
+// TestPutLargerThanReserveLimit: a value larger than the memory tier's
+// reserve limit (a quarter of its capacity by default), which arrives in
+// steps, is admitted once and grows as its bytes arrive, not made to wait
+// for its own earlier steps to be given back (it waited out the I/O
+// timeout and failed: 512 KiB LMCache chunks into a 1 MiB memory tier,
+// whose limit is 256 KiB).
+func TestPutLargerThanReserveLimit(t *testing.T) {
+	mem := store.NewMemory(32<<20, store.Options{ReserveLimit: 256 << 10})
+	m := metrics.New(prometheus.NewRegistry(), mem)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = New(Config{MaxValueBytes: 8 << 20, Reserve: mem, IOTimeout: 2 * time.Second}, cluster.Local{Mem: mem}, m, nil).Serve(ctx, ln)
+	}()
+	c := lmproto.Dial(ln.Addr().String(), 5*time.Second, 0)
+	defer c.Close()
+	for _, size := range []int{300 << 10, 600 << 10, 900 << 10} {
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte(i * 7)
+		}
+		key := fmt.Sprintf("chunk-%d", size)
+		if err := c.Put(ctx, key, lmproto.Meta{}, want); err != nil {
+			t.Fatalf("PUT of %d bytes: %v", size, err)
+		}
+		got, _, err := c.Get(ctx, key)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("GET of the %d bytes: %d bytes, %v", size, len(got), err)
+		}
 	}
 }

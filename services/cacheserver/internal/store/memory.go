@@ -237,7 +237,8 @@ func (m *Memory) shrink() {
 // One larger than the limit is let in alone. So what the tier and its
 // incoming values take together stays within the capacity, and many
 // connections announcing large values wait their turn instead of each
-// allocating its own.
+// allocating its own. A value reserved as its bytes arrive is admitted by
+// its first step's Reserve and grows with Grow.
 func (m *Memory) Reserve(ctx context.Context, n int64) (release func(), err error) {
 	for {
 		m.resMu.Lock()
@@ -254,6 +255,23 @@ func (m *Memory) Reserve(ctx context.Context, n int64) (release func(), err erro
 			return nil, fmt.Errorf("memory tier: waiting for %d bytes of room: %w", n, ctx.Err())
 		}
 	}
+	return m.holdReserved(n), nil
+}
+
+// Grow reserves n more bytes for a value Reserve admitted, without
+// waiting: its own earlier steps count toward the limit, so waiting for
+// room would wait for itself (a value over the limit could never finish
+// arriving). Other values wait in Reserve until it is given back.
+func (m *Memory) Grow(n int64) (release func()) {
+	m.resMu.Lock()
+	m.reserved += n
+	m.resMu.Unlock()
+	return m.holdReserved(n)
+}
+
+// holdReserved counts n reserved bytes against the capacity and returns
+// their release.
+func (m *Memory) holdReserved(n int64) (release func()) {
 	m.hold(n)
 	m.shrink()
 	var once sync.Once
@@ -266,7 +284,7 @@ func (m *Memory) Reserve(ctx context.Context, n int64) (release func(), err erro
 			m.resReleased = make(chan struct{})
 			m.resMu.Unlock()
 		})
-	}, nil
+	}
 }
 
 // Delete removes key; it reports whether it was stored.

@@ -112,3 +112,37 @@ func TestWriteBehindQueueBounded(t *testing.T) {
 		t.Fatalf("%d bytes still accounted after the queue drained", q)
 	}
 }
+
+// TestGrowDoesNotWait: a value admitted by Reserve grows past the limit
+// without waiting for itself, and other values wait until it is given
+// back.
+func TestGrowDoesNotWait(t *testing.T) {
+	m := NewMemory(16<<20, Options{ReserveLimit: 256 << 10})
+	first, err := m.Reserve(context.Background(), 256<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []func(){first}
+	for range 3 {
+		steps = append(steps, m.Grow(256<<10)) // would deadlock if it waited
+	}
+	got := make(chan error, 1)
+	go func() {
+		r, err := m.Reserve(context.Background(), 1)
+		if err == nil {
+			r()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("another value admitted while 1 MiB is reserved past a 256 KiB limit: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	for _, r := range steps {
+		r()
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+}
