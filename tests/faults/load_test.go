@@ -236,9 +236,9 @@ func checkSent(t *testing.T, sent int, rate float64, dur time.Duration) {
 }
 
 // checkStreams asserts that every stream ended within a bound: completed,
-// or cut short after its first byte (the status was sent, so the router
-// can only end it), never failed before its first byte, which the router
-// retries, and never hung.
+// or cut short after its first byte with an error event (the status was
+// sent, so the router can only end it), never failed before its first
+// byte, which the router retries, and never hung.
 func checkStreams(t *testing.T, t0 time.Time, rs []result, c counts) {
 	t.Helper()
 	if c.StreamsHung != 0 {
@@ -250,8 +250,15 @@ func checkStreams(t *testing.T, t0 time.Time, rs []result, c counts) {
 		t.Errorf("longest stream took %.1fs, want it ended within %.0fs", c.LongestStreamSeconds, bound)
 	}
 	for _, r := range rs {
-		if r.stream && !r.ok() && r.status != http.StatusOK {
+		switch {
+		case !r.stream || r.ok() || r.cause == causeHung:
+		case r.status != http.StatusOK:
 			t.Errorf("stream at +%.2fs failed before its first byte (%s %s): the router retries those",
+				r.start.Sub(t0).Seconds(), r.cause, r.detail)
+		case r.cause != causeErrEvent:
+			// Cut short after its status: the client must be told with an
+			// error event, as vLLM tells of a stream that failed.
+			t.Errorf("stream at +%.2fs ended early without an error event (%s %s)",
 				r.start.Sub(t0).Seconds(), r.cause, r.detail)
 		}
 	}

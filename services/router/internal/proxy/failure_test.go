@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -430,4 +432,69 @@ func (l smallSendBuffers) Accept() (net.Conn, error) {
 		_ = tc.SetWriteBuffer(4 << 10)
 	}
 	return c, nil
+}
+
+// TestBrokenStreamEndsWithErrorEvent: when a worker's event stream breaks
+// or stalls after the status was sent, the client gets every whole event
+// the worker sent, never a part of one, then an OpenAI-style error event
+// and [DONE], as vLLM ends a stream its engine failed; so a client library
+// reports an error instead of a truncated answer it takes for complete.
+func TestBrokenStreamEndsWithErrorEvent(t *testing.T) {
+	hangUp := func(w http.ResponseWriter) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}
+	tests := []struct {
+		mode     string
+		sent     []string // what the worker writes, each flushed
+		after    func(http.ResponseWriter)
+		wantHead string
+		wantCode int
+	}{
+		{"broken between events", []string{"data: 1\n\n", "data: 2\n\n"}, hangUp, "data: 1\n\ndata: 2\n\n", 502},
+		{"broken within an event", []string{"data: 1\n\n", `data: {"choices":[{"te`}, hangUp, "data: 1\n\n", 502},
+		{"broken within an event split over writes", []string{"data: 1\n", "\ndata: 2", "\n"}, hangUp, "data: 1\n\n", 502},
+		{"stalled", []string{"data: 1\n\n", "data: 2"}, func(http.ResponseWriter) { time.Sleep(time.Second) }, "data: 1\n\n", 504},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for _, b := range tt.sent {
+					_, _ = io.WriteString(w, b)
+					w.(http.Flusher).Flush()
+					time.Sleep(10 * time.Millisecond)
+				}
+				tt.after(w)
+			}))
+			t.Cleanup(worker.Close)
+			router := startProxyWith(t, worker.URL, Config{IdleTimeout: 300 * time.Millisecond})
+			resp, err := http.Post(router+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"p","stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("read after %q: %v (the stream must end cleanly)", body, err)
+			}
+			rest, ok := strings.CutPrefix(string(body), tt.wantHead)
+			if !ok {
+				t.Fatalf("body %q, want it to start with the whole events %q", body, tt.wantHead)
+			}
+			event, ok := strings.CutSuffix(rest, "data: [DONE]\n\n")
+			if !ok {
+				t.Fatalf("body %q does not end with [DONE]", body)
+			}
+			payload, ok := strings.CutPrefix(event, "data: ")
+			if !ok || !strings.HasSuffix(payload, "\n\n") {
+				t.Fatalf("after the whole events %q, want one error event, then [DONE]", rest)
+			}
+			var v openai.ErrorResponse
+			if err := json.Unmarshal([]byte(payload), &v); err != nil || v.Error.Code != tt.wantCode || v.Error.Message == "" {
+				t.Fatalf("error event %q: %+v, %v; want code %d", payload, v, err, tt.wantCode)
+			}
+		})
+	}
 }

@@ -111,6 +111,10 @@ func (s *Server) forward(x *exchange, ep *pool.Endpoint, epRelease func(), final
 		x.fc.Response.Header.Set(requestIDHeader, x.id)
 		st := &bodyStream{s: s, x: x, ep: ep, epRelease: epRelease, body: body, bufp: bufp,
 			pending: buf[:n], eof: errors.Is(rerr, io.EOF), conn: x.fc.Conn(), status: resp.StatusCode}
+		if streaming && !st.eof {
+			// The first bytes stay in the buffer the cutter reads into.
+			st.events, st.pending = newEventCutter(body, buf[:n]), nil
+		}
 		size := -1
 		if !streaming && resp.ContentLength >= 0 {
 			size = int(resp.ContentLength)

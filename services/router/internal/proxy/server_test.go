@@ -95,6 +95,12 @@ func TestMalformedRequests(t *testing.T) {
 // startProxyTo serves a router in front of one worker.
 func startProxyTo(t *testing.T, workerURL string) string {
 	t.Helper()
+	return startProxyWith(t, workerURL, Config{MaxRetries: 0})
+}
+
+// startProxyWith is startProxyTo with cfg.
+func startProxyWith(t *testing.T, workerURL string, cfg Config) string {
+	t.Helper()
 	p := pool.New()
 	p.Update([]discovery.Target{{URL: workerURL}})
 	ep := p.Get(workerURL)
@@ -105,7 +111,7 @@ func startProxyTo(t *testing.T, workerURL string) string {
 		t.Fatal(err)
 	}
 	lim := limiter.New(limiter.Config{})
-	srv := New(Config{MaxRetries: 0}, p, lim, metrics.New(prometheus.NewRegistry(), p, lim.Stats), noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	srv := New(cfg, p, lim, metrics.New(prometheus.NewRegistry(), p, lim.Stats), noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
