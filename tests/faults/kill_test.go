@@ -11,9 +11,9 @@ import (
 // requests in flight, just after three long non-streamed requests went
 // out, so one of those is usually running on it. Non-streamed requests
 // it held, or that reach it before the router notices, are retried on
-// another worker before their first byte; its streams end, short of
-// [DONE], within the idle timeout; and it leaves the rotation within a few
-// seconds.
+// another worker before their first byte; its streams end with an error
+// event within the idle timeout; and within 2 s it leaves the rotation and
+// the router forgets what it cached.
 //
 // The router runs with --retry-on connect-failure,refused,reset: a killed
 // worker closes the connections of requests it was running after the
@@ -25,7 +25,7 @@ func TestWorkerKilled(t *testing.T) {
 		rate     = 4.0
 		dur      = 24 * time.Second
 		faultAt  = 8 * time.Second
-		leaveMax = 5 * time.Second
+		leaveMax = 2 * time.Second
 		// longTokens makes a non-streamed answer take about 2.5 s.
 		longTokens = 600
 	)
@@ -61,6 +61,10 @@ func TestWorkerKilled(t *testing.T) {
 	}
 	left := s.waitRotation(t, 30*time.Second, outOfRotation(victimURL))
 	sc.Recovery["out_of_rotation"] = round(left.Sub(killedAt).Seconds())
+	// What the router believed the dead worker cached goes with it.
+	s.waitHeld(t, victimURL, 10*time.Second, func(n int) bool { return n == 0 })
+	cleared := time.Since(killedAt)
+	sc.Recovery["index_cleared"] = round(cleared.Seconds())
 
 	rs := <-results
 	for range 3 {
@@ -70,10 +74,13 @@ func TestWorkerKilled(t *testing.T) {
 	c := summarise(rs, killedAt)
 	sc.counts = &c
 	logFailures(t, t0, rs)
-	t.Logf("killed %s at +%.1fs; out of rotation after %.2fs; in flight then: %v", victimURL, killedAt.Sub(t0).Seconds(), sc.Recovery["out_of_rotation"], sc.InFlightAtFault)
+	t.Logf("killed %s at +%.1fs; out of rotation after %.2fs, its index cleared after %.2fs; in flight then: %v", victimURL, killedAt.Sub(t0).Seconds(), sc.Recovery["out_of_rotation"], sc.Recovery["index_cleared"], sc.InFlightAtFault)
 
 	if got := left.Sub(killedAt); got > leaveMax {
 		t.Errorf("killed worker left the rotation after %v, want within %v", got, leaveMax)
+	}
+	if cleared > leaveMax {
+		t.Errorf("killed worker's index cleared after %v, want within %v", cleared, leaveMax)
 	}
 	if sc.NonStreamedFailed != 0 {
 		t.Errorf("%d of %d non-streamed requests failed, want none: the router retries before the first byte", sc.NonStreamedFailed, sc.NonStreamed)

@@ -409,14 +409,24 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	return err
 }
 
-// restartObserver drops what the router believes a restarted worker
-// caches: its KV index entries and the strategy's knowledge of it.
+// restartObserver drops what the router believes a worker caches when
+// that may be gone: its KV index entries and the strategy's knowledge of
+// it, once it fails its health probes (dead, or unusable until it answers
+// again, when it counts as restarted anyway) and once it restarted.
 type restartObserver struct{ a *App }
 
-func (restartObserver) HealthChanged(*pool.Endpoint, bool) {}
+func (o restartObserver) HealthChanged(ep *pool.Endpoint, healthy bool) {
+	if !healthy {
+		o.forget(ep)
+	}
+}
 
 func (o restartObserver) Restarted(ep *pool.Endpoint, reason string) {
 	o.a.metrics.Restarts.WithLabelValues(reason).Inc()
+	o.forget(ep)
+}
+
+func (o restartObserver) forget(ep *pool.Endpoint) {
 	o.a.kvsubs.Restarted(ep.URL)
 	if f, ok := o.a.server.Routing().Strategy.(strategy.Forgetter); ok {
 		f.Forget(ep.URL)

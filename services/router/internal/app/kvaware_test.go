@@ -251,6 +251,26 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 	}
 }
 
+// TestKVAwareDeadWorkerDropsIndex: a worker whose health probes fail (it
+// was killed) is out of the rotation and its index entries are dropped at
+// once, not kept until it answers again: nothing it held is usable, and
+// /debug/kv/held must not say otherwise.
+func TestKVAwareDeadWorkerDropsIndex(t *testing.T) {
+	w := startEventWorker(t, freePortRun(t), "map")
+	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) { o.Routing.Name = "kvaware" })
+	doc, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
+		"prompt": strings.Repeat("a document the worker caches. ", 60)})
+	sendAll(t, r.url+"/v1/completions", []string{string(doc)})
+	waitIndexed(t, r, 1)
+	ep := r.app.Pool().Get(w.url)
+
+	w.kill()
+	testwait.For(t, 5*time.Second, "the router to see the worker unhealthy", func() bool { return !ep.Healthy() })
+	testwait.For(t, time.Second, "the dead worker's blocks to be dropped", func() bool {
+		return r.app.index.Stats().Blocks[w.url][kvindex.GPU] == 0
+	})
+}
+
 // TestKVAwareBindRestartDropsIndex: in the bind topology a restarted
 // worker publishes nothing until it caches something, so only its health
 // and process tell the router it restarted. Its old blocks must go at
