@@ -33,7 +33,23 @@ const (
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
+// TestRouterCreditsWhatTheL2Holds runs once with the cache server named
+// to the router and once found by DNS, as a router finds the cache
+// servers of a Kubernetes cluster (the headless peers Service: every
+// server's address under one name; here Docker's DNS for the alias).
 func TestRouterCreditsWhatTheL2Holds(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"listed", []string{"--l2-events-endpoints", "tcp://cache:5557", "--l2-snapshot-urls", "http://cache:8080"}},
+		{"dns", []string{"--l2-dns-name", "cache", "--l2-dns-http-port", "8080", "--l2-dns-events-port", "5557"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { routerCreditsWhatTheL2Holds(t, tt.args) })
+	}
+}
+
+func routerCreditsWhatTheL2Holds(t *testing.T, l2Args []string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	nw := harness.NewNetwork(t)
@@ -53,11 +69,10 @@ func TestRouterCreditsWhatTheL2Holds(t *testing.T) {
 	outsider := startSim(t, nw, "sim-c") // shares the L2, not behind the router
 	router := harness.Start(t, harness.Spec{
 		Package: routerPkg, Network: nw, Aliases: []string{"router"},
-		Args: []string{"--listen", "0.0.0.0:8080", "--workers", strings.Join(urls, ","), "--strategy", "kvaware",
+		Args: append([]string{"--listen", "0.0.0.0:8080", "--workers", strings.Join(urls, ","), "--strategy", "kvaware",
 			"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
-			"--l2-events-endpoints", "tcp://cache:5557", "--l2-snapshot-urls", "http://cache:8080",
 			"--l2-hash-seed", seed, "--l2-chunk-tokens", strconv.Itoa(chunk),
-			"--health-interval", "500ms", "--scrape-interval", "200ms", "--log-format", "text"},
+			"--health-interval", "500ms", "--scrape-interval", "200ms", "--log-format", "text"}, l2Args...),
 		Port: "8080", HealthPath: "/ready",
 	})
 	r := &client{base: router.URL}

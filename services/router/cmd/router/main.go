@@ -73,10 +73,14 @@ func run() error {
 	fs.IntVar(&kv.Tiers[kvindex.CPU].ChunkTokens, "kv-cpu-chunk-tokens", 256, "LMCache's chunk_size, the unit --kv-cpu-events=none learns in")
 	l2Events := fs.String("l2-events-endpoints", "", "warmpath cache servers' KV-event PUB sockets, comma-separated tcp://host:port (each node's --kv-events-endpoint; cluster mode: every node); kvaware then credits every worker with the prompt's leading chunks the L2 holds")
 	l2Snapshots := fs.String("l2-snapshot-urls", "", "the same cache servers' data API base URLs (http://host:8080), comma-separated in the same order; the router fetches /v1/kv-events/snapshot from them on connect and after any gap")
+	l2DNS := fs.String("l2-dns-name", "", "a DNS name resolving to every cache server (the cache server chart's headless <name>-peers Service); the router follows the servers it resolves to as they come and go, instead of --l2-events-endpoints")
+	l2DNSHTTPPort := fs.Int("l2-dns-http-port", 8080, "with --l2-dns-name: the cache servers' data API port (snapshots)")
+	l2DNSEventsPort := fs.Int("l2-dns-events-port", 5557, "with --l2-dns-name: the cache servers' KV-event PUB port (their --kv-events-endpoint)")
+	l2DNSScheme := fs.String("l2-dns-scheme", "http", "with --l2-dns-name: the data API's scheme, http or https")
 	var l2 l2view.Config
 	fs.StringVar(&l2.TokenFile, "l2-token-file", "", "file holding the cache servers' bearer token (reread at each snapshot)")
 	fs.IntVar(&l2.ChunkTokens, "l2-chunk-tokens", 256, "LMCache's chunk_size: the tokens one L2 chunk holds")
-	fs.StringVar(&l2.HashSeed, "l2-hash-seed", "", "the workers' PYTHONHASHSEED, which LMCache's chunk hashes chain from; required with --l2-events-endpoints")
+	fs.StringVar(&l2.HashSeed, "l2-hash-seed", "", "the workers' PYTHONHASHSEED, which LMCache's chunk hashes chain from; required with --l2-events-endpoints or --l2-dns-name")
 	var l2learnCfg l2learn.Config
 	fs.IntVar(&l2learnCfg.CapacityTokens, "l2-learn-capacity-tokens", 0, "for an L2 that publishes nothing (Redis): its size in tokens (memory over the model's KV bytes per token); kvaware then takes every whole chunk a worker prefilled as written through to it, within that size; 0: off. Not with --l2-events-endpoints")
 	fs.IntVar(&l2.MaxChunks, "l2-max-chunks", 4<<20, "chunks the router's L2 view holds over all models (about 40 bytes each); chunks beyond are left out (the L2 is credited with less) until removals free room")
@@ -164,6 +168,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	var l2Discovery discovery.Source
+	if *l2DNS != "" {
+		if len(l2.Endpoints) > 0 {
+			return errors.New("--l2-dns-name and --l2-events-endpoints: give one")
+		}
+		if *l2DNSEventsPort < 1 || *l2DNSEventsPort > 65535 {
+			return fmt.Errorf("--l2-dns-events-port %d: want 1-65535", *l2DNSEventsPort)
+		}
+		if l2Discovery, err = discovery.NewDNS(discovery.DNSConfig{Name: *l2DNS, Port: *l2DNSHTTPPort, Scheme: *l2DNSScheme,
+			Log: log.With("component", "l2-discovery")}); err != nil {
+			return fmt.Errorf("--l2-dns-name: %w", err)
+		}
+	}
 	if _, set := os.LookupEnv("GOGC"); !set && *gcPercent > 0 {
 		debug.SetGCPercent(*gcPercent)
 	}
@@ -190,7 +207,7 @@ func run() error {
 	a, err := app.New(ctx, app.Options{
 		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
-		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2, L2Learn: l2learnCfg,
+		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2, L2Discovery: l2Discovery, L2EventsPort: *l2DNSEventsPort, L2Learn: l2learnCfg,
 	})
 	if err != nil {
 		return err

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
+	"strconv"
 	"sync"
 	"time"
 
@@ -66,8 +68,14 @@ type Options struct {
 	// its Local, Registerer and Log are filled in here.
 	KVRedis kvredis.Config
 	// L2 follows the shared L2's own event streams (warmpath's cache
-	// servers), credited by kvaware to every worker; no Endpoints: off.
+	// servers), credited by kvaware to every worker; no Endpoints and no
+	// L2Discovery: off.
 	L2 l2view.Config
+	// L2Discovery, when set, finds the cache servers instead of (or
+	// besides, at start) L2.Endpoints: each target's URL is a server's data
+	// API, its host also serving events on L2EventsPort.
+	L2Discovery  discovery.Source
+	L2EventsPort int
 	// L2Learn, when its CapacityTokens is set and no L2 event endpoints
 	// are, has kvaware learn the shared L2 from prefills (an L2 that
 	// publishes nothing: Redis).
@@ -178,7 +186,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))
 	}
 	switch {
-	case o.L2Learn.CapacityTokens > 0 && len(o.L2.Endpoints) > 0:
+	case o.L2Learn.CapacityTokens > 0 && (len(o.L2.Endpoints) > 0 || o.L2Discovery != nil):
 		return nil, errors.New("app: the L2 is either learned from prefills or read from its event streams, not both")
 	case o.L2Learn.CapacityTokens > 0:
 		l, err := l2learn.New(o.L2Learn)
@@ -191,7 +199,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			Help: "Chunks the router takes the shared L2 to hold, learned from prefills (--l2-learn-capacity-tokens).",
 		}, func() float64 { return float64(l.Chunks()) }))
 	}
-	if len(o.L2.Endpoints) > 0 {
+	if len(o.L2.Endpoints) > 0 || o.L2Discovery != nil {
 		v, err := l2view.New(o.L2, o.Log.With("component", "l2view"))
 		if err != nil {
 			return nil, fmt.Errorf("app: L2 view: %w", err)
@@ -393,6 +401,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	}()
 	if a.l2 != nil {
 		wg.Go(func() { a.l2.Run(runCtx) })
+		if a.opts.L2Discovery != nil {
+			wg.Go(func() { a.followCacheServers(runCtx) })
+		}
 	}
 	go func() { errc <- a.server.Serve(ln) }()
 
@@ -407,6 +418,29 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	a.prober.Wait()
 	a.kvsubs.Wait()
 	return err
+}
+
+// followCacheServers keeps the L2 view's cache servers those L2Discovery
+// finds: each target's data API, and its host's event socket.
+func (a *App) followCacheServers(ctx context.Context) {
+	err := a.opts.L2Discovery.Run(ctx, func(ts []discovery.Target) {
+		eps := make([]l2view.Endpoint, 0, len(ts))
+		for _, t := range ts {
+			u, err := url.Parse(t.URL)
+			if err != nil {
+				a.opts.Log.Warn("l2 discovery: a target that is not a URL", "target", t.URL, "err", err)
+				continue
+			}
+			eps = append(eps, l2view.Endpoint{
+				Events:      "tcp://" + net.JoinHostPort(u.Hostname(), strconv.Itoa(a.opts.L2EventsPort)),
+				SnapshotURL: t.URL,
+			})
+		}
+		a.l2.Update(eps)
+	})
+	if err != nil {
+		a.opts.Log.Error("l2 discovery stopped; the cache servers known now stay followed", "err", err)
+	}
 }
 
 // restartObserver drops what the router believes a worker caches when

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -41,11 +40,13 @@ const recvBuffer = 1024
 // goroutine feeding it.
 type endpoint struct {
 	v    *View
-	idx  int
 	bit  uint64
 	cfg  Endpoint
 	log  *slog.Logger
 	kick chan struct{}
+	// stop ends its goroutine, which closes done; nil until Run starts it.
+	stop func()
+	done chan struct{}
 
 	// v.mu
 	chunks       int
@@ -65,7 +66,7 @@ type endpoint struct {
 
 func newEndpoint(v *View, i int, e Endpoint) *endpoint {
 	return &endpoint{
-		v: v, idx: i, bit: 1 << uint(i), cfg: e, log: v.log.With("endpoint", e.Events),
+		v: v, bit: 1 << uint(i), cfg: e, log: v.log.With("endpoint", e.Events),
 		kick: make(chan struct{}, 1), lastSeq: -1, resyncs: map[string]uint64{},
 		applied: map[string]int64{}, recv: -1, floor: -1,
 	}
@@ -81,11 +82,19 @@ func (v *View) Run(ctx context.Context) {
 		v.log.Error("l2 view: no frame-size guard; cache servers can announce frames of any size", "err", err)
 		scheme = "tcp"
 	}
-	var wg sync.WaitGroup
+	v.mu.Lock()
+	v.runCtx, v.scheme = ctx, scheme
 	for _, e := range v.eps {
-		wg.Go(func() { e.run(ctx, scheme) })
+		v.start(e)
 	}
-	wg.Wait()
+	v.mu.Unlock()
+	<-ctx.Done()
+	// No goroutine starts once runCtx is gone, so none is added while
+	// the wait below runs.
+	v.mu.Lock()
+	v.runCtx = nil
+	v.mu.Unlock()
+	v.running.Wait()
 }
 
 func (e *endpoint) run(ctx context.Context, scheme string) {
@@ -356,7 +365,7 @@ type Health struct {
 	LastError    string            `json:"lastError,omitempty"`
 }
 
-// Health returns each cache server's state, in configuration order.
+// Health returns each cache server's state, in the order they joined.
 func (v *View) Health() []Health {
 	v.mu.RLock()
 	defer v.mu.RUnlock()

@@ -2,6 +2,8 @@ package l2view
 
 import (
 	"context"
+	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"testing"
@@ -122,4 +124,66 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestUpdateFollowsMembership: the view follows the cache servers a
+// discovery source reports: one that joins is dialed and its snapshot
+// taken, one that leaves stops counting at once (not after DropAfter), and
+// one that comes back is followed again.
+func TestUpdateFollowsMembership(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	servers := make([]Endpoint, 2)
+	for i := range servers {
+		cfg := kvevents.DefaultConfig()
+		cfg.Endpoint = "tcp://*:0"
+		p, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		_, port, _ := strings.Cut(p.Addr().String(), "]:")
+		if port == "" {
+			_, port, _ = strings.Cut(p.Addr().String(), ":")
+		}
+		f := newFakeServer(t)
+		f.change(model, stored(hashOf(i))) // server i holds chunk i
+		servers[i] = Endpoint{Events: "tcp://127.0.0.1:" + port, SnapshotURL: f.srv.URL}
+	}
+	v, err := New(Config{HashSeed: "0", RetryInterval: 50 * time.Millisecond, DropAfter: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); v.Run(ctx) }()
+	v.Leading(model, nil) // a routed request names the model: snapshots are fetched
+
+	steps := []struct {
+		members []int
+		want    []int // chunks held, i.e. the members
+	}{
+		{[]int{0}, []int{0}},
+		{[]int{0, 1}, []int{0, 1}},
+		{[]int{1}, []int{1}}, // 0 left: dropped though DropAfter is an hour
+		{nil, nil},
+		{[]int{1, 0}, []int{0, 1}}, // both back
+	}
+	for _, st := range steps {
+		var eps []Endpoint
+		for _, i := range st.members {
+			eps = append(eps, servers[i])
+		}
+		v.Update(eps)
+		eventually(t, fmt.Sprintf("chunks %v with members %v", st.want, st.members), func() bool {
+			return slices.Equal(held(v, model, 4), st.want) && len(v.Health()) == len(st.members)
+		})
+	}
+	v.mu.RLock()
+	used := v.used
+	v.mu.RUnlock()
+	if bits.OnesCount64(used) != 2 {
+		t.Errorf("holder bits in use %b, want 2: a gone server's bit is freed", used)
+	}
+	cancel()
+	<-done
 }

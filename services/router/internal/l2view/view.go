@@ -11,6 +11,7 @@
 package l2view
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,7 +110,15 @@ type View struct {
 	cfg    Config
 	hasher *blockhash.Hasher
 	log    *slog.Logger
-	eps    []*endpoint
+
+	// Membership, under mu: the cache servers followed (eps), the holder
+	// bits they and the ones still stopping use, and, once Run started,
+	// what starts a new one's goroutine.
+	eps     []*endpoint
+	used    uint64
+	runCtx  context.Context //nolint:containedctx // Run's, for servers Update adds
+	scheme  string
+	running sync.WaitGroup
 
 	mu sync.RWMutex
 	// models maps a model to its chunks (a key: see keyOf) and, per
@@ -145,10 +154,83 @@ func New(cfg Config, log *slog.Logger) (*View, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	v := &View{cfg: cfg, hasher: h, log: log, models: map[string]map[uint64]uint64{}, wanted: map[string]struct{}{}}
-	for i, e := range cfg.Endpoints {
-		v.eps = append(v.eps, newEndpoint(v, i, e))
-	}
+	v.Update(cfg.Endpoints)
 	return v, nil
+}
+
+// Update makes the view follow exactly eps, a discovery source's current
+// set of cache servers: new ones are dialed, and gone ones are stopped and
+// their chunks stop counting at once (a node that left must not be
+// credited). Beyond MaxEndpoints at once, the rest wait for a later
+// update (logged). Safe for concurrent use with Run and Leading.
+func (v *View) Update(eps []Endpoint) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	want := make(map[Endpoint]bool, len(eps))
+	for _, e := range eps {
+		want[e] = true
+	}
+	kept := v.eps[:0:0]
+	for _, e := range v.eps {
+		if want[e.cfg] {
+			kept = append(kept, e)
+			delete(want, e.cfg)
+			continue
+		}
+		v.retire(e)
+	}
+	v.eps = kept
+	for _, cfg := range eps {
+		if !want[cfg] {
+			continue
+		}
+		delete(want, cfg)
+		i := bits.TrailingZeros64(^v.used)
+		if i >= MaxEndpoints {
+			v.log.Warn("l2 view: too many cache servers; this one is not followed until others leave", "events", cfg.Events, "max", MaxEndpoints)
+			continue
+		}
+		e := newEndpoint(v, i, cfg)
+		v.used |= e.bit
+		v.eps = append(v.eps, e)
+		v.log.Info("l2 view: following a cache server", "events", cfg.Events, "snapshot", cfg.SnapshotURL)
+		v.start(e)
+	}
+}
+
+// start runs e's goroutine once Run has started. v.mu held.
+func (v *View) start(e *endpoint) {
+	if v.runCtx == nil || v.runCtx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(v.runCtx)
+	e.stop, e.done = cancel, make(chan struct{})
+	v.running.Go(func() {
+		defer close(e.done)
+		e.run(ctx, v.scheme)
+	})
+}
+
+// retire stops e, then takes its chunks out of the view and frees its
+// holder bit once its goroutine has ended (it may be applying a batch
+// until then). v.mu held.
+func (v *View) retire(e *endpoint) {
+	v.log.Info("l2 view: cache server gone; its chunks no longer count", "events", e.cfg.Events, "chunks", e.chunks)
+	forget := func() {
+		v.clear(e, "")
+		v.used &^= e.bit
+	}
+	if e.stop == nil {
+		forget()
+		return
+	}
+	e.stop()
+	go func() {
+		<-e.done
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		forget()
+	}()
 }
 
 // keyOf is the 8 bytes of a chunk hash the view keeps: the last 8 of its
@@ -205,13 +287,13 @@ func (v *View) want(model string) {
 	if len(v.wanted) < v.cfg.MaxModels {
 		v.wanted[model] = struct{}{}
 	}
-	v.mu.Unlock()
 	for _, e := range v.eps {
 		select {
 		case e.kick <- struct{}{}:
 		default:
 		}
 	}
+	v.mu.Unlock()
 }
 
 // wantedModels returns the models requests asked about.
