@@ -22,12 +22,7 @@ func TestRunFollowsAPublisher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cfg := kvevents.DefaultConfig()
-	cfg.Endpoint = "tcp://*:0"
-	p, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p, port := startPublisher(ctx, t)
 	f := newFakeServer(t)
 	publish := func(evs ...kvevents.Event) {
 		t.Helper()
@@ -38,10 +33,6 @@ func TestRunFollowsAPublisher(t *testing.T) {
 	}
 	publish(stored(hashOf(0), hashOf(1))) // before anyone subscribed
 
-	_, port, _ := strings.Cut(p.Addr().String(), "]:")
-	if port == "" {
-		_, port, _ = strings.Cut(p.Addr().String(), ":")
-	}
 	v, err := New(Config{
 		Endpoints: []Endpoint{{Events: "tcp://127.0.0.1:" + port, SnapshotURL: f.srv.URL}}, HashSeed: "0",
 		RetryInterval: 50 * time.Millisecond, DropAfter: 300 * time.Millisecond,
@@ -98,6 +89,24 @@ func TestRunFollowsAPublisher(t *testing.T) {
 	<-done
 }
 
+// startPublisher binds a KV-event publisher on a free port, closed when
+// the test ends, and returns it with the port.
+func startPublisher(ctx context.Context, t *testing.T) (*kvevents.Publisher, string) {
+	t.Helper()
+	cfg := kvevents.DefaultConfig()
+	cfg.Endpoint = "tcp://*:0"
+	p, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	_, port, _ := strings.Cut(p.Addr().String(), "]:")
+	if port == "" {
+		_, port, _ = strings.Cut(p.Addr().String(), ":")
+	}
+	return p, port
+}
+
 func chunkGauge(t *testing.T, reg *prometheus.Registry) prometheus.Collector {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -135,17 +144,7 @@ func TestUpdateFollowsMembership(t *testing.T) {
 	defer cancel()
 	servers := make([]Endpoint, 2)
 	for i := range servers {
-		cfg := kvevents.DefaultConfig()
-		cfg.Endpoint = "tcp://*:0"
-		p, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		_, port, _ := strings.Cut(p.Addr().String(), "]:")
-		if port == "" {
-			_, port, _ = strings.Cut(p.Addr().String(), ":")
-		}
+		_, port := startPublisher(ctx, t)
 		f := newFakeServer(t)
 		f.change(model, stored(hashOf(i))) // server i holds chunk i
 		servers[i] = Endpoint{Events: "tcp://127.0.0.1:" + port, SnapshotURL: f.srv.URL}
