@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/warmpath/warmpath/tests/harness"
 )
 
 // testTraffic: completions and chat, streamed and not, through the
@@ -234,4 +237,42 @@ func testL2Sharing(ctx context.Context, t *testing.T, e *env) {
 	if readAfter <= readBefore {
 		t.Errorf("worker b read nothing from the cache server (lmcache:num_remote_read_bytes_total %v -> %v)", readBefore, readAfter)
 	}
+
+	// The routers follow the cache servers' own KV events, which the
+	// operator pointed them at (the chart's headless peers Service, found
+	// by DNS): every router follows every cache server pod, connected, and
+	// holds the chunks just stored.
+	caches := e.c.waitPodsReady(ctx, t, ns, cacheSel, -1, time.Minute)
+	_, routers := e.routerPods(ctx, t)
+	eventually(ctx, t, time.Minute, "the routers follow the cache servers' KV events", func() error {
+		for _, r := range routers {
+			b, err := harness.GetBody(ctx, r+"/debug/endpoints")
+			if err != nil {
+				return err
+			}
+			var v struct {
+				L2 struct {
+					Servers []struct {
+						Events    string `json:"events"`
+						Connected bool   `json:"connected"`
+						Chunks    int    `json:"chunks"`
+					} `json:"servers"`
+				} `json:"l2"`
+			}
+			if err := json.Unmarshal(b, &v); err != nil {
+				return fmt.Errorf("/debug/endpoints: %w", err)
+			}
+			chunks := 0
+			for _, s := range v.L2.Servers {
+				if !s.Connected {
+					return fmt.Errorf("router %s: cache server %s not connected", r, s.Events)
+				}
+				chunks += s.Chunks
+			}
+			if len(v.L2.Servers) != len(caches) || int64(chunks) < second.cached/256 {
+				return fmt.Errorf("router %s follows %d cache servers holding %d chunks, want %d holding ≥ %d", r, len(v.L2.Servers), chunks, len(caches), second.cached/256)
+			}
+		}
+		return nil
+	})
 }

@@ -99,7 +99,8 @@ operator sets on every worker (services/operator/internal/controller/meta.go),
 in the release namespace, the namespaces of this chart's endpoints, and the
 extra namespaces given. Each namespace is matched by kubernetes.io/metadata.name,
 which the API server sets and no tenant can, so a pod elsewhere that copies
-the labels is not admitted. Pass a dict with "ctx" and "extra" (a list).
+the labels is not admitted. Pass a dict with "ctx", "extra" (a list) and,
+for the operator's routers instead of its workers, "component" "router".
 */}}
 {{- define "warmpath.workerPeers" -}}
 {{- $nss := list .ctx.Release.Namespace -}}
@@ -113,7 +114,7 @@ the labels is not admitted. Pass a dict with "ctx" and "extra" (a list).
   podSelector:
     matchLabels:
       app.kubernetes.io/name: warmpath
-      app.kubernetes.io/component: worker
+      app.kubernetes.io/component: {{ default "worker" $.component }}
       app.kubernetes.io/managed-by: warmpath-operator
 {{- end }}
 {{- end -}}

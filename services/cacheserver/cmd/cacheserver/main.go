@@ -79,6 +79,7 @@ func run(ctx context.Context, args []string) error {
 	ttl := fs.Duration("ttl", 0, "expiry given to every object stored without one (RESP SET EX/PX and HTTP's X-Warmpath-TTL-Seconds set their own); 0: objects never expire")
 	maxValue := fs.Int("max-value-bytes", 256<<20, "largest object accepted (a larger lm:// PUT closes the connection)")
 	kvEndpoint := fs.String("kv-events-endpoint", "", "ZMQ PUB address the store's KV events (BlockStored/BlockRemoved per LMCache chunk, topic l2@<model>) are published on, e.g. tcp://*:5557 (binds when it holds * or ::, else connects); empty: no events")
+	snapshotListen := fs.String("kv-events-snapshot-listen", "", "address serving GET /v1/kv-events/snapshot alone, without the HTTP token, for routers: the snapshot tells what the (unauthenticated) KV-event stream tells, so the two share one guard, the network policy; empty: the snapshot is served on the data API only, behind the token")
 	kvReplay := fs.String("kv-events-replay-endpoint", "", "ZMQ ROUTER address (bound) replaying the last 10000 KV event batches on request, e.g. tcp://*:5558; empty: no replay")
 	pprofAddr := fs.String("pprof-listen", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time in-flight HTTP requests get on SIGTERM")
@@ -177,6 +178,18 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("listen objects: %w", err)
 		}
 	}
+	var snapshotSrv *http.Server
+	var snapshotLn net.Listener
+	if *snapshotListen != "" {
+		if events.snapshot == nil {
+			return errors.New("--kv-events-snapshot-listen needs --kv-events-endpoint")
+		}
+		if snapshotLn, err = lc.Listen(ctx, "tcp", *snapshotListen); err != nil {
+			return fmt.Errorf("listen kv-events snapshot: %w", err)
+		}
+		snapshotLn = netutil.LimitListener(snapshotLn, *maxConns)
+		snapshotSrv = httpserve.New(snapshotOnly(events.snapshot), log)
+	}
 	if tf := (tlsconf.Files{CertFile: *tlsCert, KeyFile: *tlsKey, ClientCAFile: *tlsClientCA}); tf.Enabled() {
 		tlsCfg, err := tlsconf.Server(tf, 0, log)
 		if err != nil {
@@ -196,7 +209,7 @@ func run(ctx context.Context, args []string) error {
 		objectsSrv = httpserve.New(data, log)
 	}
 	hs := httpserve.New(api, log)
-	errc := make(chan error, 7)
+	errc := make(chan error, 8)
 	var backend lmserver.Backend = cluster.Local{Mem: mem}
 	respCfg := resp.Config{Limits: resp.Limits{MaxArgBytes: *maxValue}, Password: password}
 	if *peerListen != "" {
@@ -246,14 +259,21 @@ func run(ctx context.Context, args []string) error {
 		go func() { errc <- objectsSrv.Serve(objectsLn) }()
 		log.Info("objects api", "listen", objectsLn.Addr().String())
 	}
-	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String(), "kv_events", events.addr)
+	snapshotAddr := ""
+	if snapshotSrv != nil {
+		go func() { errc <- snapshotSrv.Serve(snapshotLn) }()
+		snapshotAddr = snapshotLn.Addr().String()
+	}
+	log.Info("serving", "lm", lmLn.Addr().String(), "resp", respLn.Addr().String(), "http", httpLn.Addr().String(), "memory_capacity_bytes", *memCap, "ttl", ttl.String(), "kv_events", events.addr, "kv_events_snapshot", snapshotAddr)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
 	httpserve.Shutdown(ctx, hs, *grace, log)
-	if objectsSrv != nil {
-		httpserve.Shutdown(ctx, objectsSrv, *grace, log)
+	for _, srv := range []*http.Server{objectsSrv, snapshotSrv} {
+		if srv != nil {
+			httpserve.Shutdown(ctx, srv, *grace, log)
+		}
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

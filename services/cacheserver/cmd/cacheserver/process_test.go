@@ -60,6 +60,7 @@ type proc struct {
 	cmd             *exec.Cmd
 	lm, resp, httpA string
 	kvEvents        string // the KV event publisher's address; "" when off
+	snapshot        string // --kv-events-snapshot-listen's address; "" when off
 }
 
 // startServer runs the binary with args (listeners on 127.0.0.1:0 unless
@@ -96,9 +97,10 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 			var rec struct {
 				Msg, Lm, Resp, HTTP string
 				KVEvents            string `json:"kv_events"`
+				Snapshot            string `json:"kv_events_snapshot"`
 			}
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "serving" {
-				ready <- &proc{cmd: cmd, lm: rec.Lm, resp: rec.Resp, httpA: rec.HTTP, kvEvents: rec.KVEvents}
+				ready <- &proc{cmd: cmd, lm: rec.Lm, resp: rec.Resp, httpA: rec.HTTP, kvEvents: rec.KVEvents, snapshot: rec.Snapshot}
 			}
 			if testing.Verbose() {
 				t.Logf("server: %s", sc.Text())

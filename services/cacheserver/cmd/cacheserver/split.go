@@ -26,3 +26,11 @@ func splitHTTP(h http.Handler) (ops, data http.Handler) {
 	}
 	return only(false), only(true)
 }
+
+// snapshotOnly serves GET /v1/kv-events/snapshot with h and answers
+// anything else 404: the port exposes nothing of the data API.
+func snapshotOnly(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /v1/kv-events/snapshot", h)
+	return mux
+}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +44,40 @@ func TestSplitHTTP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSnapshotListener: --kv-events-snapshot-listen serves the KV-event
+// snapshot without the token the data API wants (it tells what the
+// unauthenticated event stream tells), and nothing else.
+func TestSnapshotListener(t *testing.T) {
+	p := startServer(t, []string{envHTTPToken + "=secret-token"}, "--kv-events-endpoint", "tcp://127.0.0.1:0",
+		"--kv-events-snapshot-listen", "127.0.0.1:0")
+	tests := []struct {
+		addr, path string
+		want       int
+	}{
+		{p.snapshot, "/v1/kv-events/snapshot?model=m", http.StatusOK},
+		{p.snapshot, "/v1/objects/k", http.StatusNotFound},
+		{p.snapshot, "/metrics", http.StatusNotFound},
+		{p.httpA, "/v1/kv-events/snapshot?model=m", http.StatusUnauthorized},
+	}
+	for _, tt := range tests {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+tt.addr+tt.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET %s%s without a token: %d %s, want %d", tt.addr, tt.path, resp.StatusCode, body, tt.want)
+		}
+		if tt.want == http.StatusOK && !strings.HasPrefix(string(body), `{"seq":`) {
+			t.Errorf("snapshot %s, want {\"seq\":...}", body)
+		}
 	}
 }

@@ -40,6 +40,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.SimulatorImage, "simulator-image", "warmpath/vllm-sim:dev", "vllm-sim image for simulated endpoints")
 	fs.IntVar(&o.CacheServerPort, "cache-server-port", 65432, "host port of the node-local tiered-storage cache server (lm://)")
 	fs.StringVar(&o.CacheServerDaemonSet, "cache-server-daemonset", "", "namespace/name of the tiered-storage cache server DaemonSet; CacheReady follows it when set")
+	fs.StringVar(&o.CacheServerDNS, "cache-server-dns", "", "a DNS name resolving to every tiered-storage cache server (the chart's headless <name>-peers Service); when set, the routers of tieredstorage endpoints follow the servers' own KV events for exact L2 knowledge")
+	fs.IntVar(&o.CacheServerSnapshotPort, "cache-server-snapshot-port", 5558, "with --cache-server-dns: the cache servers' --kv-events-snapshot-listen port")
+	fs.IntVar(&o.CacheServerEventsPort, "cache-server-events-port", 5557, "with --cache-server-dns: the cache servers' --kv-events-endpoint port")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
 	if err := fs.Parse(args); err != nil {
@@ -48,8 +51,13 @@ func run(ctx context.Context, args []string) error {
 		}
 		return err
 	}
-	if o.CacheServerPort < 1 || o.CacheServerPort > 65535 {
-		return fmt.Errorf("--cache-server-port %d: want 1..65535", o.CacheServerPort)
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"--cache-server-port", o.CacheServerPort}, {"--cache-server-snapshot-port", o.CacheServerSnapshotPort}, {"--cache-server-events-port", o.CacheServerEventsPort}} {
+		if p.port < 1 || p.port > 65535 {
+			return fmt.Errorf("%s %d: want 1..65535", p.name, p.port)
+		}
 	}
 	log, err := telemetry.NewLogger(os.Stderr, *logLevel, *logFormat)
 	if err != nil {

@@ -38,6 +38,14 @@ type Options struct {
 	// server's DaemonSet; when set, CacheReady for tieredstorage endpoints
 	// follows its readiness. Empty: the wiring alone is reported.
 	CacheServerDaemonSet string
+	// CacheServerDNS, when set, is a name resolving to every tiered-storage
+	// cache server (the chart's headless peers Service): the routers of
+	// tieredstorage endpoints follow the servers' own KV events there
+	// (their snapshot on CacheServerSnapshotPort, their stream on
+	// CacheServerEventsPort), so kvaware knows exactly what the L2 holds.
+	CacheServerDNS          string
+	CacheServerSnapshotPort int
+	CacheServerEventsPort   int
 }
 
 // selectorLabels are the immutable labels a Deployment selects its pods by.

@@ -101,7 +101,7 @@ func routerConfigMap(iec *v1alpha1.InferenceEndpointConfig) *corev1.ConfigMap {
 // routerArgs are the router's flags (services/router/cmd/router). The
 // ConfigMap is mounted as a directory, which the router watches: a
 // strategy change reaches it without a restart.
-func routerArgs(iec *v1alpha1.InferenceEndpointConfig) []string {
+func routerArgs(iec *v1alpha1.InferenceEndpointConfig, o Options) []string {
 	_, portName := workerPort(iec)
 	args := []string{
 		fmt.Sprintf("--listen=0.0.0.0:%d", routerPort),
@@ -124,6 +124,19 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig) []string {
 	if t := offloadCapacityTokens(iec.Spec.KVCacheSpec); t > 0 {
 		args = append(args, "--kv-cpu-capacity-tokens="+strconv.FormatInt(t, 10))
 	}
+	// The node-local tiered-storage cache servers publish what they hold:
+	// the router follows every one the peers name resolves to, with the
+	// workers' hash seed and chunk size, so that the chunk hashes agree.
+	// An L2 at an address of the user's own (l2CacheLocalUrl) is not
+	// known to publish anything.
+	if l2Backend(iec) == v1alpha1.L2BackendTieredStorage && iec.Spec.KVCacheSpec.L2CacheSpec.L2CacheLocalUrl == "" && o.CacheServerDNS != "" {
+		args = append(args,
+			"--l2-dns-name="+o.CacheServerDNS,
+			"--l2-dns-http-port="+strconv.Itoa(o.CacheServerSnapshotPort),
+			"--l2-dns-events-port="+strconv.Itoa(o.CacheServerEventsPort),
+			"--l2-hash-seed="+HashSeed,
+			"--l2-chunk-tokens="+strconv.Itoa(int(int32Or(iec.Spec.KVCacheSpec.ChunkSize, 256))))
+	}
 	return args
 }
 
@@ -141,7 +154,7 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		Containers: []corev1.Container{{
 			Name:            "router",
 			Image:           o.RouterImage,
-			Args:            routerArgs(iec),
+			Args:            routerArgs(iec, o),
 			SecurityContext: containerSecurity(true),
 			Resources:       routerResources(iec),
 			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func TestRouterArgsBoundTheL1View(t *testing.T) {
 			iec := &v1alpha1.InferenceEndpointConfig{}
 			iec.Spec.KVCacheSpec = tt.kv
 			iec.Spec.KVCacheSpec.ChunkSize = ptr.To[int32](512)
-			args := strings.Join(routerArgs(iec), " ")
+			args := strings.Join(routerArgs(iec, Options{}), " ")
 			for _, want := range []string{"--kv-cpu-events=store-only", "--kv-cpu-chunk-tokens=512"} {
 				if !strings.Contains(args, want) {
 					t.Errorf("router args %s lack %s", args, want)
@@ -43,6 +44,45 @@ func TestRouterArgsBoundTheL1View(t *testing.T) {
 			}
 			if strings.Contains(args, capacity) != (tt.want > 0) {
 				t.Errorf("router args %s: want capacity %d", args, tt.want)
+			}
+		})
+	}
+}
+
+// TestRouterArgsFollowTheCacheServers: a tieredstorage endpoint's router
+// follows the node-local cache servers' KV events, found by the peers
+// name the operator is given, hashing chunks as the workers do; an L2
+// it is not told about, or one at the user's own address, is not.
+func TestRouterArgsFollowTheCacheServers(t *testing.T) {
+	dns := Options{CacheServerDNS: "warmpath-cacheserver-peers.warmpath.svc", CacheServerSnapshotPort: 5558, CacheServerEventsPort: 5557}
+	l2 := func(backend, url string) v1alpha1.KVCacheSpec {
+		return v1alpha1.KVCacheSpec{EnableL2Cache: ptr.To(true), ChunkSize: ptr.To[int32](512),
+			L2CacheSpec: &v1alpha1.L2CacheSpec{L2CacheBackend: backend, L2CacheLocalUrl: url}}
+	}
+	tests := []struct {
+		name   string
+		kv     v1alpha1.KVCacheSpec
+		o      Options
+		follow bool
+	}{
+		{"tieredstorage, peers named", l2(v1alpha1.L2BackendTieredStorage, ""), dns, true},
+		{"tieredstorage in capitals", l2("TieredStorage", ""), dns, true},
+		{"tieredstorage, peers not named", l2(v1alpha1.L2BackendTieredStorage, ""), Options{}, false},
+		{"tieredstorage at the user's address", l2(v1alpha1.L2BackendTieredStorage, "lm://cache.example:65432"), dns, false},
+		{"redis", l2(v1alpha1.L2BackendRedis, "redis://redis:6379"), dns, false},
+		{"no L2", v1alpha1.KVCacheSpec{}, dns, false},
+	}
+	want := []string{"--l2-dns-name=warmpath-cacheserver-peers.warmpath.svc", "--l2-dns-http-port=5558", "--l2-dns-events-port=5557",
+		"--l2-hash-seed=" + HashSeed, "--l2-chunk-tokens=512"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			iec := &v1alpha1.InferenceEndpointConfig{}
+			iec.Spec.KVCacheSpec = tt.kv
+			args := routerArgs(iec, tt.o)
+			for _, w := range want {
+				if slices.Contains(args, w) != tt.follow {
+					t.Errorf("router args %v: has %s = %v, want %v", args, w, !tt.follow, tt.follow)
+				}
 			}
 		})
 	}
