@@ -269,6 +269,10 @@ func TestKVAwareDeadWorkerDropsIndex(t *testing.T) {
 	testwait.For(t, time.Second, "the dead worker's blocks to be dropped", func() bool {
 		return r.app.index.Stats().Blocks[w.url][kvindex.GPU] == 0
 	})
+	// What /debug/kv/held shows of it, the subscription's own state, too.
+	if held, ok := r.app.kvsubs.Held(w.url, kvindex.GPU); !ok || len(held) != 0 {
+		t.Errorf("/debug/kv/held: %d GPU blocks (state %v) after the worker died, want 0", len(held), ok)
+	}
 }
 
 // TestKVAwareBindRestartDropsIndex: in the bind topology a restarted

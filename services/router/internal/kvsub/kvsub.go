@@ -285,6 +285,11 @@ func (m *Manager) Restarted(workerURL string) {
 	m.mu.Unlock()
 	if ok {
 		s.restarted.Store(true)
+		// The worker's own state too, which /debug/kv/held shows: a dead
+		// worker sends nothing that would reset it.
+		if w := s.kw.Load(); w != nil {
+			w.Reset()
+		}
 	}
 	if err := m.idx.Forget(workerURL); err != nil {
 		m.log.Warn("kv events: could not drop a restarted worker's blocks", "worker", workerURL, "err", err)
