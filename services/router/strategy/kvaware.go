@@ -132,6 +132,9 @@ type KVAware struct {
 
 	mu    sync.Mutex
 	preds map[uint64][]prediction // block key -> workers expected to hold it
+	// blockSizes is the block size each worker's Decision.Keys were last
+	// computed at, for the L2 learner, which hears only keys back.
+	blockSizes map[string]int
 }
 
 // BlockIndex is the KV index kvaware reads: the in-memory kvindex.Index
@@ -143,9 +146,10 @@ type BlockIndex interface {
 
 // L2View is the shared L2's own account of what it holds.
 type L2View interface {
-	// Leading returns how many leading tokens of a prompt for model the
-	// L2 holds, in whole chunks; 0 when it holds none or is not known.
-	Leading(model string, tokens []uint32) int
+	// Leading returns how many leading tokens of a prompt for model and
+	// LoRA adapter (lora; "" for the base model) the L2 holds, in whole
+	// chunks; 0 when it holds none or is not known.
+	Leading(model, lora string, tokens []uint32) int
 }
 
 // L2Learner is an L2View that learns from prefills: an L2 that says
@@ -153,7 +157,8 @@ type L2View interface {
 // prompt's whole chunks as written through to it (l2learn).
 type L2Learner interface {
 	L2View
-	Learn(keys []uint64)
+	// Learn takes a prefilled prompt's block keys, at block tokens each.
+	Learn(keys []uint64, block int)
 }
 
 type prediction struct {
@@ -164,7 +169,7 @@ type prediction struct {
 // NewKVAware returns kvaware over idx; fallback routes requests without
 // token ids.
 func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallback *PrefixAware) *KVAware {
-	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}}
+	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}, blockSizes: map[string]int{}}
 }
 
 // SetClock replaces the clock predictions expire by; the benchmark's
@@ -236,7 +241,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	if k.l2 != nil {
 		// The L2 serves every worker alike: a worker holding less of the
 		// prompt locally fetches the rest from it instead of computing it.
-		if l2 := k.l2.Leading(req.Model, req.TokenIDs); l2 > 0 {
+		if l2 := k.l2.Leading(req.Model, req.LoRA, req.TokenIDs); l2 > 0 {
 			for i := range matches {
 				if b := l2 / blocks[i]; b > matches[i].Any {
 					matches[i].Any = b
@@ -291,6 +296,11 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}}
 	if _, learns := k.l2.(L2Learner); k.notes != nil || learns {
 		d.Keys = g.keys
+		if learns {
+			k.mu.Lock()
+			k.blockSizes[eps[best].ID] = blocks[best]
+			k.mu.Unlock()
+		}
 	}
 	if d.TotalChunks > 0 {
 		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
@@ -311,7 +321,10 @@ func (k *KVAware) Prefilled(worker string, keys []uint64) {
 		k.notes.Prefilled(worker, keys)
 	}
 	if l, ok := k.l2.(L2Learner); ok {
-		l.Learn(keys)
+		k.mu.Lock()
+		block := k.blockSizes[worker]
+		k.mu.Unlock()
+		l.Learn(keys, block)
 	}
 }
 
@@ -384,6 +397,7 @@ func (k *KVAware) Forget(endpointID string) {
 	k.fallback.Forget(endpointID)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	delete(k.blockSizes, endpointID)
 	for key := range k.preds {
 		k.keepPredictions(key, func(p prediction) bool { return p.worker != endpointID })
 	}

@@ -183,7 +183,7 @@ type fixedL2 struct {
 	n     int
 }
 
-func (f fixedL2) Leading(model string, tokens []uint32) int {
+func (f fixedL2) Leading(model, _ string, tokens []uint32) int {
 	if model != f.model {
 		return 0
 	}
@@ -311,5 +311,38 @@ func TestKVAwareAffinitySlack(t *testing.T) {
 				t.Errorf("picked %s (loads %v); picked the worker holding the prompt: %v, want %v", d.Endpoint, tt.loads, hot, tt.wantHot)
 			}
 		})
+	}
+}
+
+// learningL2 records what kvaware teaches an L2 learner.
+type learningL2 struct {
+	fixedL2
+	keys, block int
+}
+
+func (l *learningL2) Learn(keys []uint64, block int) { l.keys, l.block = len(keys), block }
+
+// TestKVAwareTeachesTheL2LearnerItsBlockSize: the learner hears a
+// prefilled prompt's keys with the block size they were computed at (the
+// chosen worker's), which it hashes prompts at in turn; it assumed 16.
+func TestKVAwareTeachesTheL2LearnerItsBlockSize(t *testing.T) {
+	for _, bs := range []int{16, 32} {
+		l := &learningL2{fixedL2: fixedL2{"m", 0}}
+		s, err := New(Config{Name: NameKVAware}, WithIndex(kvindex.New(1<<10)), WithL2(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := kvEPs(0, 0)
+		for i := range e {
+			e[i].BlockSize = bs
+		}
+		d, err := s.Pick(&Request{Model: "m", TokenIDs: tokenIDs(5, 512)}, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.(PrefillObserver).Prefilled(d.Endpoint, d.Keys)
+		if l.block != bs || l.keys != 512/bs {
+			t.Errorf("blocks of %d: the learner heard %d keys of %d tokens, want %d of %d", bs, l.keys, l.block, 512/bs, bs)
+		}
 	}
 }

@@ -24,17 +24,17 @@ type Config struct {
 	CapacityTokens int
 	// ChunkTokens is LMCache's chunk_size (256 when 0).
 	ChunkTokens int
-	// BlockSize is the workers' GPU block size, the unit of the router's
-	// block keys (16 when 0).
-	BlockSize int
 }
 
 // Learner is the view. It is safe for concurrent use.
 type Learner struct {
-	per, chunk, block int
+	chunk int
 
-	mu  sync.Mutex
-	lru *simplelru.LRU[uint64, struct{}] // a chunk's last block key
+	mu sync.Mutex
+	// block is the workers' block size the keys were learned at (each
+	// prefill says), which Leading hashes prompts at; 0 before any.
+	block int
+	lru   *simplelru.LRU[uint64, struct{}] // a chunk's last block key
 }
 
 // New returns an empty view.
@@ -42,11 +42,8 @@ func New(cfg Config) (*Learner, error) {
 	if cfg.ChunkTokens == 0 {
 		cfg.ChunkTokens = 256
 	}
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = 16
-	}
-	if cfg.BlockSize < 1 || cfg.ChunkTokens < cfg.BlockSize || cfg.ChunkTokens%cfg.BlockSize != 0 {
-		return nil, fmt.Errorf("l2learn: chunk of %d tokens is not a whole number of %d-token blocks", cfg.ChunkTokens, cfg.BlockSize)
+	if cfg.ChunkTokens < 1 {
+		return nil, fmt.Errorf("l2learn: chunk of %d tokens", cfg.ChunkTokens)
 	}
 	chunks := cfg.CapacityTokens / cfg.ChunkTokens
 	if chunks < 1 {
@@ -56,29 +53,47 @@ func New(cfg Config) (*Learner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("l2learn: %w", err)
 	}
-	return &Learner{per: cfg.ChunkTokens / cfg.BlockSize, chunk: cfg.ChunkTokens, block: cfg.BlockSize, lru: lru}, nil
+	return &Learner{chunk: cfg.ChunkTokens, lru: lru}, nil
 }
 
 // Learn takes the whole chunks of a prompt a worker prefilled, given as its
-// block keys (kvindex.AppendKeys at the workers' block size), as in the L2,
-// most recently used.
-func (l *Learner) Learn(keys []uint64) {
+// block keys at that worker's block size (kvindex.AppendKeys, seeded by
+// model and adapter), as in the L2, most recently used. Blocks that do not
+// divide a chunk cannot mark its end and are not learned. A fleet shares
+// one block size; keys learned at another are dropped when it changes,
+// since no lookup would match them.
+func (l *Learner) Learn(keys []uint64, block int) {
+	if block < 1 || l.chunk%block != 0 {
+		return
+	}
+	per := l.chunk / block
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i := l.per - 1; i < len(keys); i += l.per {
+	if block != l.block {
+		l.lru.Purge()
+		l.block = block
+	}
+	for i := per - 1; i < len(keys); i += per {
 		l.lru.Add(keys[i], struct{}{})
 	}
 }
 
 // Leading implements strategy.L2View: the prompt's leading tokens, in whole
-// chunks, the view holds for model. It hashes one chunk at a time and stops
-// at the first the view lacks.
-func (l *Learner) Leading(model string, tokens []uint32) int {
-	parent := kvindex.Seed(model, "")
+// chunks, the view holds for model and adapter (lora; "" for the base
+// model). It hashes one chunk at a time and stops at the first the view
+// lacks.
+func (l *Learner) Leading(model, lora string, tokens []uint32) int {
+	l.mu.Lock()
+	block := l.block
+	l.mu.Unlock()
+	if block == 0 {
+		return 0
+	}
+	parent := kvindex.Seed(model, lora)
 	var keys []uint64
 	n := 0
 	for n+l.chunk <= len(tokens) {
-		keys = kvindex.AppendKeys(keys[:0], parent, tokens[n:n+l.chunk], l.block)
+		keys = kvindex.AppendKeys(keys[:0], parent, tokens[n:n+l.chunk], block)
 		parent = keys[len(keys)-1]
 		l.mu.Lock()
 		ok := l.lru.Contains(parent)

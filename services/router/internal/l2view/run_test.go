@@ -45,7 +45,7 @@ func TestRunFollowsAPublisher(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); v.Run(ctx) }()
 	eventually(t, "connected", func() bool { return v.Health()[0].Connected })
-	v.Leading(model, nil) // a routed request names the model: its snapshot is fetched
+	v.Leading(model, "", nil) // a routed request names the model: its snapshot is fetched
 	eventually(t, "the snapshot's chunks", func() bool { return slices.Equal(held(v, model, 4), []int{0, 1}) })
 
 	// The subscription may take effect a moment after the dial: publish
@@ -155,7 +155,7 @@ func TestUpdateFollowsMembership(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); v.Run(ctx) }()
-	v.Leading(model, nil) // a routed request names the model: snapshots are fetched
+	v.Leading(model, "", nil) // a routed request names the model: snapshots are fetched
 
 	steps := []struct {
 		members []int

@@ -248,9 +248,16 @@ func keyOf(h blockhash.Hash) uint64 {
 
 // Leading implements strategy.L2View: the leading tokens of a prompt for
 // model that the L2 holds, in whole chunks. It hashes one chunk at a time
-// and stops at the first chunk not held, so a miss costs one sha256.
-func (v *View) Leading(model string, tokens []uint32) int {
+// and stops at the first chunk not held, so a miss costs one sha256. A
+// request for a LoRA adapter is credited nothing: LMCache's L2 keys name
+// the model, not the adapter, so a chunk held for the base model (or
+// another adapter) cannot be told from the request's own, and the view
+// under-credits rather than over-credits.
+func (v *View) Leading(model, lora string, tokens []uint32) int {
 	v.want(model)
+	if lora != "" {
+		return 0
+	}
 	v.mu.RLock()
 	empty := len(v.models[model]) == 0
 	v.mu.RUnlock()

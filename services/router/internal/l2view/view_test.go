@@ -207,11 +207,16 @@ func TestLeadingStopsAtFirstMiss(t *testing.T) {
 				hs = append(hs, chain[i])
 			}
 			feed(t, v.eps[0], f.change(model, stored(hs...)))
-			if got := v.Leading(model, tokens); got != tc.want {
+			if got := v.Leading(model, "", tokens); got != tc.want {
 				t.Errorf("Leading = %d, want %d", got, tc.want)
 			}
-			if got := v.Leading("another-model", tokens); got != 0 {
+			if got := v.Leading("another-model", "", tokens); got != 0 {
 				t.Errorf("Leading of another model = %d, want 0", got)
+			}
+			// LMCache's keys do not name an adapter: a LoRA request is
+			// never credited with what may be the base model's KV.
+			if got := v.Leading(model, "sql-lora", tokens); got != 0 {
+				t.Errorf("Leading for a LoRA adapter = %d, want 0", got)
 			}
 		})
 	}
@@ -219,7 +224,7 @@ func TestLeadingStopsAtFirstMiss(t *testing.T) {
 	f := newFakeServer(t)
 	v := newTestView(t, Config{ChunkTokens: cs, HashSeed: "1"}, f)
 	feed(t, v.eps[0], f.change(model, stored(chain...)))
-	if got := v.Leading(model, tokens); got != 0 {
+	if got := v.Leading(model, "", tokens); got != 0 {
 		t.Errorf("Leading with another seed = %d, want 0", got)
 	}
 }
