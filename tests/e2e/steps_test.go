@@ -244,7 +244,9 @@ func testL2Sharing(ctx context.Context, t *testing.T, e *env) {
 	// holds the chunks just stored.
 	caches := e.c.waitPodsReady(ctx, t, ns, cacheSel, -1, time.Minute)
 	_, routers := e.routerPods(ctx, t)
+	var followed []string
 	eventually(ctx, t, time.Minute, "the routers follow the cache servers' KV events", func() error {
+		followed = followed[:0]
 		for _, r := range routers {
 			b, err := harness.GetBody(ctx, r+"/debug/endpoints")
 			if err != nil {
@@ -272,7 +274,9 @@ func testL2Sharing(ctx context.Context, t *testing.T, e *env) {
 			if len(v.L2.Servers) != len(caches) || int64(chunks) < second.cached/256 {
 				return fmt.Errorf("router %s follows %d cache servers holding %d chunks, want %d holding ≥ %d", r, len(v.L2.Servers), chunks, len(caches), second.cached/256)
 			}
+			followed = append(followed, fmt.Sprintf("%s: %d cache servers, %d chunks", r, len(v.L2.Servers), chunks))
 		}
 		return nil
 	})
+	t.Logf("routers follow the cache servers' KV events: %v", followed)
 }

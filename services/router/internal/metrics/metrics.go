@@ -131,7 +131,7 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 		}, []string{"result"}),
 		TokenizeReusedTokens: f.NewCounter(prometheus.CounterOpts{
 			Name: "warmpath_router_tokenize_reused_tokens_total",
-			Help: "Token ids of in-process chat tokenizations taken from an earlier turn's cached conversation prefix instead of encoded.",
+			Help: "Token ids of in-process tokenizations taken from a cached prefix instead of encoded: an earlier turn's conversation, or an earlier completion prompt's leading text (a document asked another question).",
 		}),
 		PanicRouted: f.NewCounter(prometheus.CounterOpts{
 			Name: "warmpath_router_panic_routed_requests_total",

@@ -257,6 +257,8 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 		s.metrics.TokenizeReusedTokens.Add(float64(res.ReusedTokens))
 	case res.LocalChat:
 		s.metrics.TokenizeLocalChat.WithLabelValues(metrics.LocalChatRendered).Inc()
+	case res.ReusedTokens > 0: // a completion's prefix, encoded before
+		s.metrics.TokenizeReusedTokens.Add(float64(res.ReusedTokens))
 	}
 	x.parsed.route.TokenIDs = res.IDs
 	return !res.Cached

@@ -49,6 +49,9 @@ type Client struct {
 	cfg   Config
 	http  *http.Client
 	cache *cache
+	// cutGrid spaces the completion prefixes kept for reuse
+	// (defaultCutGrid; tests make it small).
+	cutGrid int
 }
 
 // DefaultCacheBytes is Config.CacheBytes' default.
@@ -72,7 +75,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: cache: %w", err)
 	}
-	return &Client{cfg: cfg, cache: c, http: &http.Client{Transport: &http.Transport{
+	return &Client{cfg: cfg, cache: c, cutGrid: defaultCutGrid, http: &http.Client{Transport: &http.Transport{
 		MaxIdleConnsPerHost: 32, IdleConnTimeout: 4 * time.Second, DisableCompression: true,
 	}}}, nil
 }
@@ -85,8 +88,8 @@ type Result struct {
 	Cached bool
 	// LocalChat reports a chat tokenized in-process.
 	LocalChat bool
-	// ReusedTokens counts the ids of a LocalChat taken from an earlier
-	// turn's cached prefix.
+	// ReusedTokens counts the ids taken from a cached prefix: an earlier
+	// turn's (LocalChat) or an earlier completion prompt's.
 	ReusedTokens int
 	// LocalErr is why an in-process chat tokenization failed; the worker
 	// was asked instead.
@@ -106,7 +109,7 @@ func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.R
 	if m := c.cfg.Local.model(req.Model); m != nil {
 		switch {
 		case req.Messages == nil:
-			ids, err := m.encode(req.Prompt)
+			ids, reused, err := c.tokenizeCompletion(m, req)
 			if err != nil {
 				return res, err
 			}
@@ -114,7 +117,7 @@ func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.R
 				ids = []uint32{}
 			}
 			c.cache.add(key, ids)
-			return Result{IDs: ids}, nil
+			return Result{IDs: ids, ReusedTokens: reused}, nil
 		case m.chat != nil:
 			ids, reused, err := c.tokenizeChat(m, req)
 			if err == nil {
