@@ -252,26 +252,5 @@ func BenchmarkTokenizeChat(b *testing.B) {
 	}
 	prev := &strategy.Request{Model: "m", Messages: msgs}
 	next := &strategy.Request{Model: "m", Messages: append(slices.Clone(msgs), strategy.Message{Role: "user", Content: "and then?"})}
-	for _, tt := range []struct {
-		name  string
-		reuse bool
-	}{{"whole", false}, {"reused", true}} {
-		b.Run(tt.name, func(b *testing.B) {
-			tokens := 0
-			for b.Loop() {
-				b.StopTimer()
-				c, _ := New(Config{Local: local})
-				if tt.reuse {
-					_, _ = c.Tokenize(context.Background(), "", prev)
-				}
-				b.StartTimer()
-				res, err := c.Tokenize(context.Background(), "", next)
-				if err != nil || res.ReusedTokens > 0 != tt.reuse {
-					b.Fatalf("reused %d, err %v", res.ReusedTokens, err)
-				}
-				tokens = len(res.IDs)
-			}
-			b.ReportMetric(float64(tokens), "tokens")
-		})
-	}
+	benchReuse(b, local, prev, next)
 }

@@ -146,3 +146,42 @@ func FuzzCompletionPrefixReuse(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkTokenizeCompletion: an 8K-token document's second question,
+// encoded whole and on the first question's cached prefix.
+func BenchmarkTokenizeCompletion(b *testing.B) {
+	local, err := ParseLocal("m=cl100k_base")
+	if err != nil {
+		b.Fatal(err)
+	}
+	prev := &strategy.Request{Model: "m", Prompt: docPrompt(1, 540, "what is cached?")}
+	next := &strategy.Request{Model: "m", Prompt: docPrompt(1, 540, "and where is it routed?")}
+	benchReuse(b, local, prev, next)
+}
+
+// benchReuse times tokenizing next with a fresh client, alone ("whole")
+// and after prev ("reused"), whose cached prefix it must reuse.
+func benchReuse(b *testing.B, local *Local, prev, next *strategy.Request) {
+	for _, tt := range []struct {
+		name  string
+		reuse bool
+	}{{"whole", false}, {"reused", true}} {
+		b.Run(tt.name, func(b *testing.B) {
+			tokens := 0
+			for b.Loop() {
+				b.StopTimer()
+				c, _ := New(Config{Local: local})
+				if tt.reuse {
+					_, _ = c.Tokenize(context.Background(), "", prev)
+				}
+				b.StartTimer()
+				res, err := c.Tokenize(context.Background(), "", next)
+				if err != nil || res.ReusedTokens > 0 != tt.reuse {
+					b.Fatalf("reused %d, err %v", res.ReusedTokens, err)
+				}
+				tokens = len(res.IDs)
+			}
+			b.ReportMetric(float64(tokens), "tokens")
+		})
+	}
+}
