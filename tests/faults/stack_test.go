@@ -3,12 +3,14 @@
 // load of streamed and non-streamed completions, and injects one fault per
 // test: a worker killed, a worker hung (paused), the router restarted, the
 // Redis holding kvaware's shared index stopped (redis_test.go), a worker
-// restarted with its event stream (events_test.go). Each test asserts what
-// docs/router.md's failure model promises and records its counts in
-// bench/results/faults.json (docs/reliability.md). The cache
-// server's scenarios (cache*_test.go) run it alone or two in cluster mode,
-// with the test as the client: killed mid-writes, partitioned, hostile
-// clients.
+// restarted with its event stream (events_test.go), its event messages
+// dropped and reordered by a relay (eventloss_test.go), hostile event
+// peers, and the whole stack with the workers' cache node killed
+// (fullstack_test.go). Each test asserts what docs/router.md's failure
+// model promises and records its counts in bench/results/faults.json
+// (docs/reliability.md). The cache server's scenarios (cache*_test.go) run
+// it alone or two in cluster mode, with the test or the workers as the
+// client: killed mid-writes, partitioned, hostile clients.
 package faults
 
 import (
