@@ -81,14 +81,20 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}()
 	ts := strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64)
-	var remote string
+	var remote, l2Events, l2Snapshot string
 	if cfg.L2 {
-		lm, resp, httpAddr, err := freeAddrs(ctx, 3)
+		addrs, err := freeAddrs(ctx, 5)
 		if err != nil {
 			return nil, err
 		}
+		lm, resp, httpAddr := addrs[0], addrs[1], addrs[2]
+		_, eventsPort, _ := net.SplitHostPort(addrs[3])
+		// The cache server publishes what it holds, and a kvaware router
+		// follows it, as the operator wires them on a cluster.
+		l2Events, l2Snapshot = "tcp://"+addrs[3], "http://"+addrs[4]
 		p, err := s.start(ctx, cfg, "cacheserver", []string{filepath.Join(cfg.BinDir, "cacheserver"),
 			"--lm-listen", lm, "--resp-listen", resp, "--http-listen", httpAddr,
+			"--kv-events-endpoint", "tcp://*:" + eventsPort, "--kv-events-snapshot-listen", addrs[4],
 			"--memory-capacity-bytes", strconv.FormatInt(cfg.CacheBytes, 10), "--log-format", "text"}, nil)
 		if err != nil {
 			return nil, err
@@ -151,6 +157,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if cfg.L1CapacityTokens > 0 {
 			argv = append(argv, "--kv-cpu-capacity-tokens", strconv.Itoa(cfg.L1CapacityTokens))
 		}
+		if l2Events != "" {
+			argv = append(argv, "--l2-events-endpoints", l2Events, "--l2-snapshot-urls", l2Snapshot, "--l2-hash-seed", "0")
+		}
 	}
 	r, err := s.start(ctx, cfg, "router", argv, nil)
 	if err != nil {
@@ -184,14 +193,16 @@ func (s *Stack) Stop() error {
 	return errors.Join(errs...)
 }
 
-func freeAddrs(ctx context.Context, n int) (a, b, c string, err error) {
+// freeAddrs finds n free loopback addresses.
+func freeAddrs(ctx context.Context, n int) ([]string, error) {
 	addrs := make([]string, n)
 	for i := range addrs {
+		var err error
 		if addrs[i], err = proc.FreeAddr(ctx); err != nil {
-			return "", "", "", err
+			return nil, err
 		}
 	}
-	return addrs[0], addrs[1], addrs[2], nil
+	return addrs, nil
 }
 
 // freePortRun finds n consecutive free loopback ports, none of them in
