@@ -26,6 +26,7 @@ import (
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/libs/tlsconf"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/httpapi"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/l2events"
@@ -34,7 +35,6 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/resp"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
-	"github.com/warmpath/warmpath/services/cacheserver/internal/tlsconf"
 )
 
 func main() {

@@ -23,10 +23,10 @@ import (
 
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/openai"
+	"github.com/warmpath/warmpath/libs/testcert"
+	"github.com/warmpath/warmpath/libs/tlsconf"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
-	"github.com/warmpath/warmpath/services/cacheserver/internal/testcert"
-	"github.com/warmpath/warmpath/services/cacheserver/internal/tlsconf"
 )
 
 // fakeClock is a clock tests move by hand.

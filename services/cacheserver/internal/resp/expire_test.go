@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmpath/warmpath/libs/testcert"
+	"github.com/warmpath/warmpath/libs/tlsconf"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
-	"github.com/warmpath/warmpath/services/cacheserver/internal/testcert"
-	"github.com/warmpath/warmpath/services/cacheserver/internal/tlsconf"
 )
 
 // fakeClock is a clock tests move by hand.

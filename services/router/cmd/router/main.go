@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +26,9 @@ import (
 	"github.com/warmpath/warmpath/libs/flagenv"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/telemetry"
+	"github.com/warmpath/warmpath/libs/tlsconf"
 	"github.com/warmpath/warmpath/libs/zmtpguard"
+	"github.com/warmpath/warmpath/services/router/internal/apikeys"
 	"github.com/warmpath/warmpath/services/router/internal/app"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
@@ -117,7 +120,12 @@ func run() error {
 	fs.IntVar(&pc.PanicPercent, "panic-threshold-percent", 50, "when fewer than this percentage of a model's workers are healthy, route to all of them (Envoy's panic mode; 0 = never)")
 	fs.DurationVar(&pc.WriteTimeout, "client-write-timeout", 60*time.Second, "timeout to write a whole non-streamed response to a client (streams: --idle-timeout per write)")
 	fs.IntVar(&pc.MaxPerWorker, "max-concurrent-per-worker", 0, "router requests in flight per worker (0 = unlimited)")
-	fs.StringVar(&pc.APIKey, "api-key", "", "require this bearer token from clients")
+	apiKey := fs.String("api-key", "", "require this bearer token from clients (see also --api-key-file)")
+	apiKeyFile := fs.String("api-key-file", "", "a file of bearer tokens clients may present, one per line (# starts a comment; a mounted Secret): reread when it changes, so keys rotate without a restart")
+	var tf tlsconf.Files
+	fs.StringVar(&tf.CertFile, "tls-cert-file", "", "serve clients over TLS with this PEM certificate (chain), reloaded when it changes (cert-manager, a rotated Secret)")
+	fs.StringVar(&tf.KeyFile, "tls-key-file", "", "the certificate's PEM private key")
+	fs.StringVar(&tf.ClientCAFile, "tls-client-ca-file", "", "require client certificates that chain to a CA in this PEM file (mutual TLS)")
 	fs.IntVar(&pc.Ejection.ConsecutiveFailures, "eject-after", 3, "eject a worker after this many consecutive failures (0 = never)")
 	fs.DurationVar(&pc.Ejection.BaseDuration, "eject-base", 5*time.Second, "first ejection length (doubles per repeat)")
 	fs.DurationVar(&pc.Ejection.MaxDuration, "eject-max", 2*time.Minute, "longest ejection")
@@ -168,6 +176,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if pc.APIKeys, err = apikeys.New(*apiKey, *apiKeyFile, 0, log.With("component", "apikeys")); err != nil {
+		return fmt.Errorf("--api-key-file: %w", err)
+	}
+	var serverTLS *tls.Config
+	if tf.Enabled() {
+		if serverTLS, err = tlsconf.Server(tf, 0, log.With("component", "tls")); err != nil {
+			return err
+		}
+	}
 	var l2Discovery discovery.Source
 	if *l2DNS != "" {
 		if len(l2.Endpoints) > 0 {
@@ -205,7 +222,7 @@ func run() error {
 		}
 	}
 	a, err := app.New(ctx, app.Options{
-		Discovery: src, ConfigPath: *configPath, Routing: routing, Limits: lc,
+		Discovery: src, TLS: serverTLS, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
 		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2, L2Discovery: l2Discovery, L2EventsPort: *l2DNSEventsPort, L2Learn: l2learnCfg,
 	})
@@ -227,7 +244,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Strategy())
+	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Strategy(), "tls", serverTLS != nil, "api_keys", pc.APIKeys.Enabled())
 	return a.Run(ctx, ln, *grace)
 }
 

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ import (
 type Options struct {
 	// Discovery produces the worker set.
 	Discovery discovery.Source
+	// TLS, when set, serves clients over TLS only (libs/tlsconf: the
+	// certificate reloaded as its files change).
+	TLS *tls.Config
 	// ConfigPath is the hot-reloaded routing configuration; empty uses
 	// Routing and Limits as given.
 	ConfigPath string
@@ -404,6 +408,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 		if a.opts.L2Discovery != nil {
 			wg.Go(func() { a.followCacheServers(runCtx) })
 		}
+	}
+	if a.opts.TLS != nil {
+		ln = tls.NewListener(ln, a.opts.TLS)
 	}
 	go func() { errc <- a.server.Serve(ln) }()
 

@@ -227,7 +227,11 @@ func startRouter(t *testing.T, workers []*worker, opts ...routerOpt) *router {
 	go func() { done <- a.Run(ctx, ln, 5*time.Second) }()
 	var once sync.Once
 	var runErr error
-	r := &router{app: a, url: "http://" + ln.Addr().String(), stop: func() error {
+	scheme := "http://"
+	if o.TLS != nil {
+		scheme = "https://"
+	}
+	r := &router{app: a, url: scheme + ln.Addr().String(), stop: func() error {
 		once.Do(func() {
 			cancel()
 			runErr = <-done

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/warmpath/warmpath/libs/testwait"
+	"github.com/warmpath/warmpath/services/router/internal/apikeys"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 )
 
@@ -181,7 +182,11 @@ func checkError(t *testing.T, resp *http.Response, body []byte, want int, param 
 
 func TestAPIKey(t *testing.T) {
 	w := startWorker(t)
-	r := startRouter(t, []*worker{w}, func(o *Options) { o.Proxy.APIKey = "s3cret" })
+	keys, err := apikeys.New("s3cret", "", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRouter(t, []*worker{w}, func(o *Options) { o.Proxy.APIKeys = keys })
 	body := `{"model":"` + simModel + `","prompt":"x","max_tokens":1}`
 	resp, b := post(t, r.url+"/v1/completions", body)
 	checkError(t, resp, b, 401, "")

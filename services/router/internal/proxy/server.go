@@ -9,7 +9,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,8 +74,9 @@ type Config struct {
 	// MaxPerWorker bounds the router's concurrent requests at one worker;
 	// 0 means unlimited.
 	MaxPerWorker int
-	// APIKey, when set, is required as "Authorization: Bearer <key>".
-	APIKey string
+	// APIKeys, when enabled, decides the keys clients must present as
+	// "Authorization: Bearer <key>" (apikeys.Set); nil: none is needed.
+	APIKeys Keys
 	// Ejection configures passive outlier ejection.
 	Ejection pool.Ejection
 }
@@ -368,13 +368,19 @@ func (s *Server) auth(c *gin.Context) {
 	}
 }
 
-// authorized checks an Authorization value against the router's API key.
+// Keys decides which bearer tokens are API keys.
+type Keys interface {
+	Enabled() bool
+	Valid(token []byte) bool
+}
+
+// authorized checks an Authorization value against the router's API keys.
 func (s *Server) authorized(h []byte) bool {
-	if s.cfg.APIKey == "" {
+	if s.cfg.APIKeys == nil || !s.cfg.APIKeys.Enabled() {
 		return true
 	}
-	got := bytes.TrimPrefix(h, []byte("Bearer "))
-	return subtle.ConstantTimeCompare(got, []byte(s.cfg.APIKey)) == 1
+	token, ok := bytes.CutPrefix(h, []byte("Bearer "))
+	return ok && s.cfg.APIKeys.Valid(token)
 }
 
 func (s *Server) ready(c *gin.Context) {

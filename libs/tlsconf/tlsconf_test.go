@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warmpath/warmpath/services/cacheserver/internal/testcert"
+	"github.com/warmpath/warmpath/libs/testcert"
 )
 
 func TestServerErrors(t *testing.T) {
@@ -22,8 +22,8 @@ func TestServerErrors(t *testing.T) {
 	}{
 		{"key missing", Files{CertFile: c.Cert}, "must be given together"},
 		{"client CA alone", Files{ClientCAFile: c.CA}, "must be given together"},
-		{"no such cert", Files{CertFile: c.Cert + ".nope", KeyFile: c.Key}, "certificate: open"},
-		{"no such key", Files{CertFile: c.Cert, KeyFile: c.Key + ".nope"}, "key: open"},
+		{"no such cert", Files{CertFile: c.Cert + ".nope", KeyFile: c.Key}, "open " + c.Cert + ".nope"},
+		{"no such key", Files{CertFile: c.Cert, KeyFile: c.Key + ".nope"}, "open " + c.Key + ".nope"},
 		{"key of another cert", Files{CertFile: c.Cert, KeyFile: c.ClientKey}, "private key does not match"},
 		{"not a CA file", Files{CertFile: c.Cert, KeyFile: c.Key, ClientCAFile: c.Key}, "no PEM certificate"},
 	}
