@@ -297,6 +297,14 @@ type IntelligentRoutingSpec struct {
 	// routerResources). A warmpath addition.
 	// +optional
 	RouterScheduling *PodScheduling `json:"routerScheduling,omitempty"`
+
+	// APIKeySecretRef names the key of a Secret in the endpoint's namespace
+	// holding the API keys clients must present to the router
+	// ("Authorization: Bearer <key>"), one per line ("#" starts a comment).
+	// The router rereads it when the Secret changes: keys rotate without a
+	// restart. Unset: the router asks for no key. A warmpath addition.
+	// +optional
+	APIKeySecretRef *corev1.SecretKeySelector `json:"apiKeySecretRef,omitempty"`
 }
 
 // MetricsSpec configures metrics collection.

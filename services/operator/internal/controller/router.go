@@ -20,6 +20,9 @@ const (
 	routerPort       = 8080
 	routerConfigDir  = "/etc/warmpath/router"
 	routerConfigFile = "config.yaml"
+	// routerAuthDir holds apiKeySecretRef's key as routerAPIKeysFile.
+	routerAuthDir     = "/etc/warmpath/router-auth"
+	routerAPIKeysFile = "api-keys"
 	// RouterConfigKey is the router ConfigMap's key holding its routing
 	// configuration (services/router/internal/config.File).
 	RouterConfigKey = routerConfigFile
@@ -169,6 +172,16 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: routerName(iec)}},
 		}}},
+	}
+	if ref := iec.Spec.IntelligentRoutingSpec.APIKeySecretRef; ref != nil {
+		// A Secret volume, not an environment variable: the kubelet swaps
+		// in a changed Secret, and the router rereads the file.
+		c := &pod.Containers[0]
+		c.Args = append(c.Args, "--api-key-file="+routerAuthDir+"/"+routerAPIKeysFile)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "api-keys", MountPath: routerAuthDir, ReadOnly: true})
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "api-keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: ref.Name, Items: []corev1.KeyToPath{{Key: ref.Key, Path: routerAPIKeysFile}},
+		}}})
 	}
 	schedulePod(&pod, iec.Spec.IntelligentRoutingSpec.RouterScheduling, sel)
 	return &appsv1.Deployment{

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -113,5 +114,38 @@ func TestRouterConfigCountsL1ForPrefixAware(t *testing.T) {
 				t.Errorf("config\n%s\nwant strategy prefixaware and no nulls", out)
 			}
 		})
+	}
+}
+
+// TestRouterAPIKeysFromSecret: apiKeySecretRef becomes a Secret volume
+// holding the named key as a file the router rereads (--api-key-file), so
+// keys rotate with the Secret; without it the router asks for no key.
+func TestRouterAPIKeysFromSecret(t *testing.T) {
+	for _, ref := range []*corev1.SecretKeySelector{nil, {LocalObjectReference: corev1.LocalObjectReference{Name: "router-keys"}, Key: "keys"}} {
+		iec := &v1alpha1.InferenceEndpointConfig{}
+		iec.Name, iec.Namespace = "e", "ns"
+		iec.Spec.IntelligentRoutingSpec.APIKeySecretRef = ref
+		pod := routerDeployment(iec, Options{RouterImage: "router"}).Spec.Template.Spec
+		c := pod.Containers[0]
+		hasArg := slices.Contains(c.Args, "--api-key-file=/etc/warmpath/router-auth/api-keys")
+		var vol *corev1.Volume
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Name == "api-keys" {
+				vol = &pod.Volumes[i]
+			}
+		}
+		mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == "api-keys" && m.MountPath == "/etc/warmpath/router-auth" && m.ReadOnly
+		})
+		if ref == nil {
+			if hasArg || vol != nil || mounted {
+				t.Errorf("no apiKeySecretRef, yet args %v, volumes %v", c.Args, pod.Volumes)
+			}
+			continue
+		}
+		if !hasArg || !mounted || vol == nil || vol.Secret == nil || vol.Secret.SecretName != "router-keys" ||
+			len(vol.Secret.Items) != 1 || vol.Secret.Items[0].Key != "keys" || vol.Secret.Items[0].Path != "api-keys" {
+			t.Errorf("apiKeySecretRef %+v: args %v, mounts %v, volume %+v", ref, c.Args, c.VolumeMounts, vol)
+		}
 	}
 }
