@@ -305,6 +305,17 @@ type IntelligentRoutingSpec struct {
 	// restart. Unset: the router asks for no key. A warmpath addition.
 	// +optional
 	APIKeySecretRef *corev1.SecretKeySelector `json:"apiKeySecretRef,omitempty"`
+
+	// TLSSecretName names a kubernetes.io/tls Secret (tls.crt, tls.key) in
+	// the endpoint's namespace, such as a cert-manager Certificate's
+	// secretName: the router serves clients over TLS only, with that
+	// certificate, and takes a renewed one without a restart; the endpoint's
+	// Service then listens on 443 and its status URL is https. A warmpath
+	// addition (the managed offering exports its certificate to S3
+	// instead).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
 }
 
 // MetricsSpec configures metrics collection.

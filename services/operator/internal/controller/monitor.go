@@ -57,7 +57,19 @@ func workerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.U
 
 // routerServiceMonitor scrapes the routers through the endpoint Service.
 func routerServiceMonitor(iec *v1alpha1.InferenceEndpointConfig) *unstructured.Unstructured {
-	return serviceMonitor(iec, routerName(iec), componentFront, "http", "/metrics")
+	if !routerTLS(iec) {
+		return serviceMonitor(iec, routerName(iec), componentFront, "http", "/metrics")
+	}
+	sm := serviceMonitor(iec, routerName(iec), componentFront, "https", "/metrics")
+	// The certificate is the clients' (any issuer, possibly a public one
+	// for another name): Prometheus reads metrics over it unverified, as
+	// the kubelet's probes do. Metrics carry no tenant data.
+	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	ep := eps[0].(map[string]any)
+	ep["scheme"] = "https"
+	ep["tlsConfig"] = map[string]any{"insecureSkipVerify": true}
+	_ = unstructured.SetNestedSlice(sm.Object, eps, "spec", "endpoints")
+	return sm
 }
 
 // promLabelName is how Prometheus' Kubernetes discovery spells a

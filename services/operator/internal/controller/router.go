@@ -23,6 +23,8 @@ const (
 	// routerAuthDir holds apiKeySecretRef's key as routerAPIKeysFile.
 	routerAuthDir     = "/etc/warmpath/router-auth"
 	routerAPIKeysFile = "api-keys"
+	// routerTLSDir holds tlsSecretName's certificate and key.
+	routerTLSDir = "/etc/warmpath/router-tls"
 	// RouterConfigKey is the router ConfigMap's key holding its routing
 	// configuration (services/router/internal/config.File).
 	RouterConfigKey = routerConfigFile
@@ -144,9 +146,13 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig, o Options) []string {
 }
 
 func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.Deployment {
+	scheme := corev1.URISchemeHTTP
+	if routerTLS(iec) {
+		scheme = corev1.URISchemeHTTPS // the kubelet does not verify the certificate
+	}
 	httpProbe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTP}},
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http"), Scheme: scheme}},
 			PeriodSeconds: period, TimeoutSeconds: 2, FailureThreshold: 3, SuccessThreshold: 1,
 		}
 	}
@@ -183,6 +189,15 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			SecretName: ref.Name, Items: []corev1.KeyToPath{{Key: ref.Key, Path: routerAPIKeysFile}},
 		}}})
 	}
+	if routerTLS(iec) {
+		c := &pod.Containers[0]
+		c.Args = append(c.Args, "--tls-cert-file="+routerTLSDir+"/tls.crt", "--tls-key-file="+routerTLSDir+"/tls.key")
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: routerTLSDir, ReadOnly: true})
+		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: iec.Spec.IntelligentRoutingSpec.TLSSecretName,
+			Items:      []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: "tls.crt"}, {Key: corev1.TLSPrivateKeyKey, Path: "tls.key"}},
+		}}})
+	}
 	schedulePod(&pod, iec.Spec.IntelligentRoutingSpec.RouterScheduling, sel)
 	return &appsv1.Deployment{
 		ObjectMeta: objectMeta(iec, routerName(iec), componentRouter),
@@ -206,15 +221,25 @@ func frontService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
 		_, target = workerPort(iec)
 		component = componentWorker
 	}
+	name, port := "http", int32(80)
+	if routerTLS(iec) {
+		name, port = "https", 443
+	}
 	meta := objectMeta(iec, iec.Name, componentFront)
 	return &corev1.Service{
 		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: selectorLabels(iec, component),
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString(target), Protocol: corev1.ProtocolTCP}},
+			Ports:    []corev1.ServicePort{{Name: name, Port: port, TargetPort: intstr.FromString(target), Protocol: corev1.ProtocolTCP}},
 		},
 	}
+}
+
+// routerTLS says the router serves clients over TLS (tlsSecretName, with
+// routing on).
+func routerTLS(iec *v1alpha1.InferenceEndpointConfig) bool {
+	return routingEnabled(iec) && iec.Spec.IntelligentRoutingSpec.TLSSecretName != ""
 }
 
 func routerServiceAccount(iec *v1alpha1.InferenceEndpointConfig) *corev1.ServiceAccount {
@@ -241,6 +266,9 @@ func routerRoleBinding(iec *v1alpha1.InferenceEndpointConfig) *rbacv1.RoleBindin
 // endpointURL is the in-cluster base URL and the full invocation URL.
 func endpointURL(iec *v1alpha1.InferenceEndpointConfig) (string, string) {
 	base := fmt.Sprintf("http://%s.%s.svc", iec.Name, iec.Namespace)
+	if routerTLS(iec) {
+		base = fmt.Sprintf("https://%s.%s.svc", iec.Name, iec.Namespace)
+	}
 	ep := strings.TrimPrefix(iec.Spec.InvocationEndpoint, "/")
 	if ep == "" {
 		ep = "v1/chat/completions"

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -147,5 +148,47 @@ func TestRouterAPIKeysFromSecret(t *testing.T) {
 			len(vol.Secret.Items) != 1 || vol.Secret.Items[0].Key != "keys" || vol.Secret.Items[0].Path != "api-keys" {
 			t.Errorf("apiKeySecretRef %+v: args %v, mounts %v, volume %+v", ref, c.Args, c.VolumeMounts, vol)
 		}
+	}
+}
+
+// TestRouterTLSFromSecret: tlsSecretName (with routing on) makes the router
+// serve TLS from the Secret's files, probed over HTTPS, behind a Service on
+// 443 with an https status URL and a ServiceMonitor scraping over TLS;
+// without it, or without routing, all stays plain HTTP on 80.
+func TestRouterTLSFromSecret(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		secret  string
+		routing bool
+		tls     bool
+	}{
+		{"tls", "router-cert", true, true},
+		{"no secret", "", true, false},
+		{"routing off", "router-cert", false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			iec := &v1alpha1.InferenceEndpointConfig{}
+			iec.Name, iec.Namespace = "e", "ns"
+			iec.Spec.IntelligentRoutingSpec.Enabled = ptr.To(tt.routing)
+			iec.Spec.IntelligentRoutingSpec.TLSSecretName = tt.secret
+			pod := routerDeployment(iec, Options{RouterImage: "router"}).Spec.Template.Spec
+			c := pod.Containers[0]
+			hasArgs := slices.Contains(c.Args, "--tls-cert-file=/etc/warmpath/router-tls/tls.crt") &&
+				slices.Contains(c.Args, "--tls-key-file=/etc/warmpath/router-tls/tls.key")
+			probeHTTPS := c.ReadinessProbe.HTTPGet.Scheme == corev1.URISchemeHTTPS && c.LivenessProbe.HTTPGet.Scheme == corev1.URISchemeHTTPS
+			mounted := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+				return v.Secret != nil && v.Secret.SecretName == "router-cert" && len(v.Secret.Items) == 2
+			})
+			svc := frontService(iec).Spec.Ports[0]
+			base, _ := endpointURL(iec)
+			eps, _, _ := unstructured.NestedSlice(routerServiceMonitor(iec).Object, "spec", "endpoints")
+			scrapeTLS := eps[0].(map[string]any)["scheme"] == "https"
+			got := []bool{hasArgs, probeHTTPS, mounted, svc.Port == 443 && svc.Name == "https", strings.HasPrefix(base, "https://"), scrapeTLS}
+			for i, g := range got {
+				if g != tt.tls {
+					t.Errorf("check %d (args, probes, volume, service, URL, scrape) = %v, want %v: args %v, service %+v, URL %s", i, g, tt.tls, c.Args, svc, base)
+				}
+			}
+		})
 	}
 }
