@@ -74,6 +74,7 @@ func TestE2E(t *testing.T) {
 		{"Scale", testScale},
 		{"WorkerLoss", testWorkerLoss},
 		{"L2Sharing", testL2Sharing},
+		{"RouterTLSAndKeys", testRouterTLSAndKeys},
 		{"Dashboards", testDashboards},
 		{"Scheduling", testScheduling},
 		{"HelmTestUpgradeUninstall", testHelmLifecycle},
