@@ -45,6 +45,13 @@ func testRouterTLSAndKeys(ctx context.Context, t *testing.T, e *env) {
 		if _, err := e.c.cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("Secret %s: %v", s.Name, err)
 		}
+		// The release's namespace must hold nothing of this step's once
+		// the chart is uninstalled (HelmTestUpgradeUninstall checks).
+		defer func() {
+			if err := e.c.cs.CoreV1().Secrets(ns).Delete(context.WithoutCancel(ctx), s.Name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("delete Secret %s: %v", s.Name, err)
+			}
+		}()
 	}
 	e.c.patchEndpoint(ctx, t, `{"spec":{"intelligentRoutingSpec":{"tlsSecretName":"router-tls","apiKeySecretRef":{"name":"router-keys","key":"keys"}}}}`)
 
