@@ -237,6 +237,10 @@ var workerLabels = map[string]string{
 // Prometheus runs in a namespace of its own and the port carries no data.
 const metricsPort = 8080
 
+// kvEventsPort and kvSnapshotPort are the cache server's KV-event ports
+// (values.yaml cacheserver.ports).
+const kvEventsPort, kvSnapshotPort = 5557, 5558
+
 // TestNetworkPoliciesAdmitOnlyReleaseWorkers: every port carrying KV
 // data (lm://, RESP, the objects API, the peer port, Redis) admits only
 // the operator's worker pods in the release namespace or in a namespace
@@ -272,10 +276,14 @@ func TestNetworkPoliciesAdmitOnlyReleaseWorkers(t *testing.T) {
 func checkIngressRule(t *testing.T, policy string, i int, rule map[string]any) {
 	t.Helper()
 	ports, _ := rule["ports"].([]any)
-	metricsOnly := len(ports) > 0
+	metricsOnly, kvEventsOnly := len(ports) > 0, len(ports) > 0
 	for _, p := range ports {
-		if port, _ := p.(map[string]any)["port"].(float64); port != metricsPort {
+		port, _ := p.(map[string]any)["port"].(float64)
+		if port != metricsPort {
 			metricsOnly = false
+		}
+		if port != kvEventsPort && port != kvSnapshotPort {
+			kvEventsOnly = false
 		}
 	}
 	from, _ := rule["from"].([]any)
@@ -304,14 +312,25 @@ func checkIngressRule(t *testing.T, policy string, i int, rule map[string]any) {
 		// A peer is the release's own cache server, in its own namespace
 		// (no namespaceSelector).
 		isPeer := ml["app.kubernetes.io/instance"] == "wp" && ml["app.kubernetes.io/component"] == "cacheserver" && peer["namespaceSelector"] == nil
-		isWorker := true
+		isWorker, isRouter := true, true
 		for k, v := range workerLabels {
 			if ml[k] != v {
 				isWorker = false
 			}
+			if k == "app.kubernetes.io/component" {
+				v = "router" // the routers carry the workers' labels but this one
+			}
+			if ml[k] != v {
+				isRouter = false
+			}
 		}
-		if !isWorker && !isPeer {
-			t.Errorf("%s rule %d admits pods that are neither the operator's workers nor the release's cache servers: %v", policy, i, peer)
+		// The operator's routers, to the cache server's KV-event stream
+		// and snapshot only (they carry chunk hashes, never a value).
+		if isRouter && !kvEventsOnly {
+			t.Errorf("%s rule %d admits the routers to more than the KV-event ports: %v", policy, i, ports)
+		}
+		if !isWorker && !isPeer && !isRouter {
+			t.Errorf("%s rule %d admits pods that are neither the operator's workers or routers nor the release's cache servers: %v", policy, i, peer)
 		}
 	}
 }
