@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/tidwall/gjson"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 	"go.opentelemetry.io/otel/propagation"
@@ -297,7 +298,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 			writeFastError(ctx, openai.Errorf(http.StatusInternalServerError, "internal error"))
 		}
 	}()
-	switch path := string(ctx.Path()); path {
+	switch path := canonicalPath(string(ctx.Path()), ctx.PostBody()); path {
 	case "/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize":
 		if !ctx.IsPost() {
 			writeFastError(ctx, openai.Errorf(http.StatusMethodNotAllowed, "method %s not allowed for %s", ctx.Method(), path))
@@ -312,6 +313,27 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	default:
 		s.control(ctx)
 	}
+}
+
+// canonicalPath maps the invocation paths the managed offering's manifests
+// name (invocationEndpoint) to the OpenAI paths vLLM serves, which the
+// request is routed and forwarded as: /completions and /chat/completions
+// without the /v1 prefix, and SageMaker's /invocations, a chat when its
+// body has messages (as vLLM's own /invocations decides) and a completion
+// otherwise. Other paths are returned as they are.
+func canonicalPath(path string, body []byte) string {
+	switch path {
+	case "/completions":
+		return "/v1/completions"
+	case "/chat/completions":
+		return "/v1/chat/completions"
+	case "/invocations":
+		if gjson.GetBytes(body, "messages").Exists() {
+			return "/v1/chat/completions"
+		}
+		return "/v1/completions"
+	}
+	return path
 }
 
 // requestError answers requests fasthttp could not read.

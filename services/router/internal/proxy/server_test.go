@@ -236,3 +236,41 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("second connection got %d, want 503", resp.StatusCode)
 	}
 }
+
+// TestInvocationPathAliases: the paths the managed offering's manifests
+// name as their invocationEndpoint reach the worker as the OpenAI paths
+// vLLM serves: /completions and /chat/completions without the /v1 prefix,
+// and SageMaker's /invocations (a chat when the body has messages, as
+// vLLM's own /invocations decides).
+func TestInvocationPathAliases(t *testing.T) {
+	seen := make(chan string, 1)
+	worker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.URL.Path
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(worker.Close)
+	router := startProxyTo(t, worker.URL)
+	completion, chat := `{"model":"m","prompt":"p"}`, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	for _, tt := range []struct{ path, body, want string }{
+		{"/completions", completion, "/v1/completions"},
+		{"/chat/completions", chat, "/v1/chat/completions"},
+		{"/invocations", chat, "/v1/chat/completions"},
+		{"/invocations", completion, "/v1/completions"},
+		{"/v1/completions", completion, "/v1/completions"},
+	} {
+		resp, err := http.Post(router+tt.path, "application/json", strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("POST %s: %d %s", tt.path, resp.StatusCode, b)
+			continue
+		}
+		if got := <-seen; got != tt.want {
+			t.Errorf("POST %s reached the worker as %s, want %s", tt.path, got, tt.want)
+		}
+	}
+}
