@@ -117,13 +117,7 @@ func (s *stack) workerMetric(t *testing.T, name string) float64 {
 	t.Helper()
 	var sum float64
 	for _, c := range s.workers {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		b, err := harness.GetBody(ctx, c.URL+"/metrics")
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, _, err := harness.SumSamples(b, name)
+		v, _, err := harness.SumSamples(mustGet(t, c.URL+"/metrics"), name)
 		if err != nil {
 			t.Fatal(err)
 		}

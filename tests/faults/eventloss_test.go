@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -111,18 +110,10 @@ func TestWorkerEventsDroppedAndReordered(t *testing.T) {
 func (s *stack) creditDiff(t *testing.T, worker string) string {
 	t.Helper()
 	held := s.heldBlocks(t, worker)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := harness.GetBody(ctx, s.workers[worker].URL+"/debug/kv/gpu")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v struct {
 		Blocks []uint64 `json:"blocks"`
 	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("/debug/kv/gpu: %v: %s", err, b)
-	}
+	getJSON(t, s.workers[worker].URL+"/debug/kv/gpu", &v)
 	has := map[uint64]bool{}
 	for _, h := range v.Blocks {
 		has[h] = true
@@ -171,15 +162,7 @@ type relayStats struct {
 
 func (s *stack) proxyStats(t *testing.T) relayStats {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := harness.GetBody(ctx, s.proxy.URL+"/stats")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v relayStats
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("/stats: %v: %s", err, b)
-	}
+	getJSON(t, s.proxy.URL+"/stats", &v)
 	return v
 }

@@ -2,12 +2,9 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 	"testing"
 	"time"
-
-	"github.com/warmpath/warmpath/tests/harness"
 )
 
 // TestWorkerRestartedEventsLost restarts a worker (docker restart) between
@@ -82,18 +79,10 @@ func (s *stack) held(t *testing.T, worker string) int {
 // (/debug/kv/held), as the worker's events name them.
 func (s *stack) heldBlocks(t *testing.T, worker string) []uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := harness.GetBody(ctx, s.url()+"/debug/kv/held?tier=gpu&worker="+url.QueryEscape(worker))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var v struct {
 		Hashes []uint64 `json:"hashes"`
 	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("/debug/kv/held: %v: %s", err, b)
-	}
+	getJSON(t, s.url()+"/debug/kv/held?tier=gpu&worker="+url.QueryEscape(worker), &v)
 	return v.Hashes
 }
 

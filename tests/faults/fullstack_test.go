@@ -95,7 +95,7 @@ func TestStackCacheServerKilled(t *testing.T) {
 	readsAtStart := s.workerMetric(t, "lmcache:num_remote_read_requests_total")
 	servedAt := time.Now()
 	for {
-		if served, _, err := harness.SumSamples(mustGet(t, u+"/metrics"), "warmpath_cache_requests_total"); err == nil && served > 0 &&
+		if served, _, err := harnessSum(t, u, "warmpath_cache_requests_total"); err == nil && served > 0 &&
 			s.workerMetric(t, "lmcache:num_remote_read_requests_total") > readsAtStart {
 			break
 		}
@@ -158,16 +158,4 @@ func TestStackCacheServerKilled(t *testing.T) {
 		t.Errorf("%v Redis errors: the cache server's loss reached the router's index", sc.Extra["router_redis_errors"])
 	}
 	checkSent(t, sc.Sent, rate, dur)
-}
-
-// mustGet is GetBody of u, failing the test on error.
-func mustGet(t *testing.T, u string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := harness.GetBody(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }

@@ -277,13 +277,28 @@ func inRotation(worker string) func(map[string]endpoint) error {
 // scrape returns the router's /metrics.
 func (s *stack) scrape(t *testing.T) []byte {
 	t.Helper()
+	return mustGet(t, s.url()+"/metrics")
+}
+
+// mustGet is GetBody of u within 10 s, failing the test on error.
+func mustGet(t *testing.T, u string) []byte {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b, err := harness.GetBody(ctx, s.url()+"/metrics")
+	b, err := harness.GetBody(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// getJSON decodes mustGet's body of u into v, failing the test on error.
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	b := mustGet(t, u)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v: %s", u, err, b)
+	}
 }
 
 // metric is the sum of the router's samples of name.

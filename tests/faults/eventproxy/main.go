@@ -80,16 +80,17 @@ func run(ctx context.Context, log *slog.Logger, forward, eventsListen, eventsUps
 		_ = json.NewEncoder(w).Encode(r.stats())
 	})
 	mux.HandleFunc("POST /mode", func(w http.ResponseWriter, req *http.Request) {
-		n, err := strconv.Atoi(req.URL.Query().Get("drop_every"))
-		if req.URL.Query().Get("drop_every") == "" {
-			n, err = 0, nil
+		q := req.URL.Query()
+		n, swap := 0, q.Get("swap") == "1"
+		if s := q.Get("drop_every"); s != "" {
+			var err error
+			if n, err = strconv.Atoi(s); err != nil || n < 0 {
+				http.Error(w, "drop_every: want a count ≥ 0", http.StatusBadRequest)
+				return
+			}
 		}
-		if err != nil || n < 0 {
-			http.Error(w, "drop_every: want a count ≥ 0", http.StatusBadRequest)
-			return
-		}
-		r.setMode(n, req.URL.Query().Get("swap") == "1")
-		log.Info("mode", "drop_every", n, "swap", req.URL.Query().Get("swap") == "1")
+		r.setMode(n, swap)
+		log.Info("mode", "drop_every", n, "swap", swap)
 	})
 	srv := &http.Server{Addr: control, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -110,9 +111,8 @@ type relay struct {
 	mu        sync.Mutex // guards everything below and sends on pub
 	dropEvery int
 	swap      bool
-	n         uint64     // messages received
 	held      *zmq4.Msg  // in swap mode, the message waiting for its successor
-	counts    relayStats // what happened to them
+	counts    relayStats // what happened to the messages received
 }
 
 type relayStats struct {
@@ -150,10 +150,9 @@ func (r *relay) send(m zmq4.Msg) {
 func (r *relay) handle(m zmq4.Msg) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.n++
 	r.counts.Received++
 	switch {
-	case r.dropEvery > 0 && r.n%uint64(r.dropEvery) == 0:
+	case r.dropEvery > 0 && r.counts.Received%uint64(r.dropEvery) == 0:
 		r.counts.Dropped++
 	case r.swap && r.held == nil:
 		r.held = &m
