@@ -26,44 +26,21 @@ func (c *Client) tokenizeChat(m *localModel, req *strategy.Request) (ids []uint3
 	if err != nil {
 		return nil, 0, err
 	}
-	last := -1 // the longest prefix with a cut: kept for the next turn
-	for k := len(cuts) - 1; k >= 1; k-- {
-		if cuts[k] >= 0 {
-			last = k
-			break
+	// The rendered conversation's cuts and their keys, in order; the
+	// longest is kept for the next turn. A template that cannot be cut
+	// (Jinja) gives no cuts, and a conversation may have none usable: the
+	// text is then encoded whole.
+	var at []int
+	var atKeys []uint64
+	if len(cuts) > 0 && slices.ContainsFunc(cuts[1:], func(c int) bool { return c >= 0 }) {
+		keys := prefixKeys(req, cuts)
+		for k := 1; k < len(cuts); k++ {
+			if cuts[k] >= 0 {
+				at, atKeys = append(at, cuts[k]), append(atKeys, keys[k])
+			}
 		}
 	}
-	if last < 0 {
-		ids, err = m.encode(text)
-		return ids, 0, err
-	}
-	keys := prefixKeys(req, cuts)
-	hit, from, base := 0, 0, []uint32(nil)
-	for k := last; k >= 1; k-- {
-		if cuts[k] < 0 {
-			continue
-		}
-		if p, ok := c.cache.get(keys[k]); ok {
-			hit, from, base = k, cuts[k], p
-			break
-		}
-	}
-	mid, err := m.encode(text[from:cuts[last]])
-	if err != nil {
-		return nil, 0, err
-	}
-	tail, err := m.encode(text[cuts[last]:])
-	if err != nil {
-		return nil, 0, err
-	}
-	ids = make([]uint32, 0, len(base)+len(mid)+len(tail))
-	ids = append(append(ids, base...), mid...)
-	if hit != last {
-		// A copy: the cache charges an entry its own capacity, and must
-		// not pin the whole answer's array through a shorter slice.
-		c.cache.add(keys[last], slices.Clone(ids))
-	}
-	return append(ids, tail...), len(base), nil
+	return c.encodePrefixed(m, text, at, atKeys, 1)
 }
 
 // prefixKeys returns, for each k with a cut, the cache key of the rendered

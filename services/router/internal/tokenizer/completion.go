@@ -22,14 +22,23 @@ const defaultCutGrid = 4096
 // whole text. Each prompt keeps its last two cuts' prefixes: the last may
 // lie in the prompt's own question, the one before in what it shares.
 // reused is the count of ids taken from the cache.
-func (c *Client) tokenizeCompletion(m *localModel, req *strategy.Request) (ids []uint32, reused int, err error) {
+func (c *Client) tokenizeCompletion(m *localModel, req *strategy.Request) ([]uint32, int, error) {
 	text := req.Prompt
 	cuts := pieceCuts(text, c.cutGrid)
+	return c.encodePrefixed(m, text, cuts, completionKeys(req.Model, text, cuts), 2)
+}
+
+// encodePrefixed encodes text, reusing the ids of the longest of its
+// prefixes that ends at a cut (byte offsets in ascending order, each with
+// its cache key) and is cached, and keeps the prefixes up to its last keep
+// cuts past that one for later prompts. Text cut at a cut encodes to the
+// ids of the whole (the cuts' promise), so prefix and rest are encoded
+// apart. reused is the count of ids taken from the cache.
+func (c *Client) encodePrefixed(m *localModel, text string, cuts []int, keys []uint64, keep int) (ids []uint32, reused int, err error) {
 	if len(cuts) == 0 {
 		ids, err = m.encode(text)
 		return ids, 0, err
 	}
-	keys := completionKeys(req.Model, text, cuts)
 	hit, base := -1, []uint32(nil)
 	for k := len(cuts) - 1; k >= 0; k-- {
 		if p, ok := c.cache.get(keys[k]); ok {
@@ -42,9 +51,9 @@ func (c *Client) tokenizeCompletion(m *localModel, req *strategy.Request) (ids [
 	if hit >= 0 {
 		from = cuts[hit]
 	}
-	// Up to each of the last two cuts past the hit, one encode each, and
+	// Up to each of the last keep cuts past the hit, one encode each, and
 	// their prefixes kept.
-	for k := max(hit+1, len(cuts)-2); k < len(cuts); k++ {
+	for k := max(hit+1, len(cuts)-keep); k < len(cuts); k++ {
 		seg, err := m.encode(text[from:cuts[k]])
 		if err != nil {
 			return nil, 0, err
