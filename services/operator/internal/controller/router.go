@@ -142,7 +142,23 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig, o Options) []string {
 			"--l2-hash-seed="+HashSeed,
 			"--l2-chunk-tokens="+strconv.Itoa(int(int32Or(iec.Spec.KVCacheSpec.ChunkSize, 256))))
 	}
+	if iec.Spec.IntelligentRoutingSpec.APIKeySecretRef != nil {
+		args = append(args, "--api-key-file="+routerAuthDir+"/"+routerAPIKeysFile)
+	}
+	if routerTLS(iec) {
+		args = append(args, "--tls-cert-file="+routerTLSDir+"/tls.crt", "--tls-key-file="+routerTLSDir+"/tls.key")
+	}
 	return args
+}
+
+// mountSecret mounts items of the Secret secret read-only at dir in pod's
+// first container, as volume name.
+func mountSecret(pod *corev1.PodSpec, name, dir, secret string, items ...corev1.KeyToPath) {
+	c := &pod.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secret, Items: items},
+	}})
 }
 
 func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.Deployment {
@@ -179,24 +195,14 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: routerName(iec)}},
 		}}},
 	}
+	// Secret volumes, not environment variables: the kubelet swaps in a
+	// changed Secret, and the router rereads its files (routerArgs).
 	if ref := iec.Spec.IntelligentRoutingSpec.APIKeySecretRef; ref != nil {
-		// A Secret volume, not an environment variable: the kubelet swaps
-		// in a changed Secret, and the router rereads the file.
-		c := &pod.Containers[0]
-		c.Args = append(c.Args, "--api-key-file="+routerAuthDir+"/"+routerAPIKeysFile)
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "api-keys", MountPath: routerAuthDir, ReadOnly: true})
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "api-keys", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: ref.Name, Items: []corev1.KeyToPath{{Key: ref.Key, Path: routerAPIKeysFile}},
-		}}})
+		mountSecret(&pod, "api-keys", routerAuthDir, ref.Name, corev1.KeyToPath{Key: ref.Key, Path: routerAPIKeysFile})
 	}
 	if routerTLS(iec) {
-		c := &pod.Containers[0]
-		c.Args = append(c.Args, "--tls-cert-file="+routerTLSDir+"/tls.crt", "--tls-key-file="+routerTLSDir+"/tls.key")
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: routerTLSDir, ReadOnly: true})
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: iec.Spec.IntelligentRoutingSpec.TLSSecretName,
-			Items:      []corev1.KeyToPath{{Key: corev1.TLSCertKey, Path: "tls.crt"}, {Key: corev1.TLSPrivateKeyKey, Path: "tls.key"}},
-		}}})
+		mountSecret(&pod, "tls", routerTLSDir, iec.Spec.IntelligentRoutingSpec.TLSSecretName,
+			corev1.KeyToPath{Key: corev1.TLSCertKey, Path: "tls.crt"}, corev1.KeyToPath{Key: corev1.TLSPrivateKeyKey, Path: "tls.key"})
 	}
 	schedulePod(&pod, iec.Spec.IntelligentRoutingSpec.RouterScheduling, sel)
 	return &appsv1.Deployment{
@@ -265,10 +271,11 @@ func routerRoleBinding(iec *v1alpha1.InferenceEndpointConfig) *rbacv1.RoleBindin
 
 // endpointURL is the in-cluster base URL and the full invocation URL.
 func endpointURL(iec *v1alpha1.InferenceEndpointConfig) (string, string) {
-	base := fmt.Sprintf("http://%s.%s.svc", iec.Name, iec.Namespace)
+	scheme := "http"
 	if routerTLS(iec) {
-		base = fmt.Sprintf("https://%s.%s.svc", iec.Name, iec.Namespace)
+		scheme = "https"
 	}
+	base := fmt.Sprintf("%s://%s.%s.svc", scheme, iec.Name, iec.Namespace)
 	ep := strings.TrimPrefix(iec.Spec.InvocationEndpoint, "/")
 	if ep == "" {
 		ep = "v1/chat/completions"
