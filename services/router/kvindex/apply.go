@@ -551,7 +551,7 @@ func (f *Feed) Sync(ctx context.Context) error {
 const maxDupHashes = 1024
 
 // openDupWindow opens the duplicate window at from; the replay's batches
-// are recorded by apply.
+// were recorded by applyReplayed.
 func (f *Feed) openDupWindow(from uint64) {
 	f.dupFrom, f.dupWindow = from, true
 }

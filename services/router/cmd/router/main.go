@@ -176,12 +176,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if pc.APIKeys, err = apikeys.New(*apiKey, *apiKeyFile, 0, log.With("component", "apikeys")); err != nil {
+	if pc.APIKeys, err = apikeys.New(*apiKey, *apiKeyFile, 0, log); err != nil {
 		return fmt.Errorf("--api-key-file: %w", err)
 	}
 	var serverTLS *tls.Config
 	if tf.Enabled() {
-		if serverTLS, err = tlsconf.Server(tf, 0, log.With("component", "tls")); err != nil {
+		if serverTLS, err = tlsconf.Server(tf, 0, log); err != nil {
 			return err
 		}
 	}
