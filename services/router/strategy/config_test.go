@@ -16,7 +16,7 @@ func TestDefaults(t *testing.T) {
 		Name:        "prefixaware",
 		PrefixAware: PrefixAwareConfig{ChunkSize: 128, CharsPerToken: 4, FallbackCapacityTokens: 200000, MaxChunksPerEndpoint: 262144, MaxEndpoints: 1024},
 		Session:     SessionConfig{Headers: []string{"x-session-id", "x-user-id"}, LoadFactor: 1.25},
-		KVAware:     KVAwareConfig{GPUWeight: 1, CPUWeight: 0.8, L2Weight: 0.5, LoadTokens: 256, QueueWeight: 0.25, PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536, AffinityTokens: 4096, MaxAffinitySlack: 1},
+		KVAware:     KVAwareConfig{Timing: "llama-3.1-8b-h100", LoadTokens: 256, QueueWeight: 0.25, PredictionTTLSeconds: 2, DefaultBlockSize: 16, MaxPredictions: 65536, AffinityTokens: 4096, MaxAffinitySlack: 1},
 		LoadGuard:   LoadGuardConfig{Window: 1, Ratio: 0.2},
 	}
 	if !reflect.DeepEqual(d, want) {
@@ -50,6 +50,7 @@ func TestValidate(t *testing.T) {
 		{"kvaware weight above 1", func(c *Config) { c.KVAware.GPUWeight = 2 }, "kvAware.gpuWeight must be between 0 and 1"},
 		{"kvaware queue ignored", func(c *Config) { c.KVAware.QueueWeight = -1 }, ""},
 		{"kvaware NaN queue weight", func(c *Config) { c.KVAware.QueueWeight = math.NaN() }, "kvAware.queueWeight must be a finite number"},
+		{"kvaware unknown timing", func(c *Config) { c.KVAware.Timing = "gpt-5-on-a-toaster" }, "kvAware.timing: timing: unknown preset"},
 		{"kvaware infinite affinity tokens", func(c *Config) { c.KVAware.AffinityTokens = math.Inf(1) }, "kvAware.affinityTokens must be a finite number"},
 		{"kvaware negative affinity slack", func(c *Config) { c.KVAware.MaxAffinitySlack = -1 }, "maxAffinitySlack a finite number >= 0"},
 		{"kvaware affinity off", func(c *Config) { c.KVAware.AffinityTokens = -1 }, ""},
@@ -133,7 +134,7 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"gpuWeight":1,"cpuWeight":0.8,"l2Weight":0.5,"loadTokens":256,"queueWeight":0.25,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536,"affinityTokens":4096,"maxAffinitySlack":1},"loadGuard":{"window":1,"ratio":0.2}}`
+	const wantJSON = `{"strategy":"prefixaware","prefixAware":{"chunkSize":128,"charsPerToken":4,"fallbackCapacityTokens":200000,"maxChunksPerEndpoint":262144,"maxEndpoints":1024},"session":{"headers":["x-session-id","x-user-id"],"loadFactor":1.25},"kvAware":{"timing":"llama-3.1-8b-h100","loadTokens":256,"queueWeight":0.25,"predictionTTLSeconds":2,"defaultBlockSize":16,"maxPredictions":65536,"affinityTokens":4096,"maxAffinitySlack":1},"loadGuard":{"window":1,"ratio":0.2}}`
 	if string(out) != wantJSON {
 		t.Errorf("json.Marshal(Defaults()) = %s, want %s", out, wantJSON)
 	}

@@ -5,19 +5,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // KVAwareConfig configures kvaware. In a file:
 //
-//	kvAware: {gpuWeight: 1, cpuWeight: 0.8, l2Weight: 0.5, loadTokens: 256, queueWeight: 0.25, predictionTTLSeconds: 2, defaultBlockSize: 16}
+//	kvAware: {timing: llama-3.1-8b-h100, loadTokens: 256, queueWeight: 0.25, predictionTTLSeconds: 2, defaultBlockSize: 16}
 type KVAwareConfig struct {
-	// GPUWeight, CPUWeight and L2Weight are the share of a cached block's
-	// prefill a tier saves: a GPU hit saves it all, an L1 (CPU) hit pays a
-	// transfer, an L2 hit a network fetch (0..1, GPU >= CPU >= L2).
-	GPUWeight float64 `json:"gpuWeight" yaml:"gpuWeight"`
-	CPUWeight float64 `json:"cpuWeight" yaml:"cpuWeight"`
-	L2Weight  float64 `json:"l2Weight" yaml:"l2Weight"`
+	// Timing names the engine cost model of the fleet's model and GPU (a
+	// libs/timing preset; "" is timing.DefaultPreset). Unless weights are
+	// set, a cached block is credited with the share of its prefill
+	// compute its tier saves, from that model and the prompt's length: a
+	// GPU hit saves it all; an L1 (CPU) hit pays a PCIe copy (8B on an
+	// H100: 0.89-0.90 of it); an L2 hit pays the network too (0.60-0.64).
+	// Longer prompts are dearer to compute per token (attention) but no
+	// dearer to load, so their cached blocks save a larger share.
+	Timing string `json:"timing" yaml:"timing"`
+	// GPUWeight, CPUWeight and L2Weight, when any is set, replace the
+	// derived credits with fixed shares (0..1, GPU >= CPU >= L2).
+	GPUWeight float64 `json:"gpuWeight,omitempty" yaml:"gpuWeight,omitempty"`
+	CPUWeight float64 `json:"cpuWeight,omitempty" yaml:"cpuWeight,omitempty"`
+	L2Weight  float64 `json:"l2Weight,omitempty" yaml:"l2Weight,omitempty"`
 	// LoadTokens prices one request running or queued at a worker in
 	// prompt tokens still to prefill, so load and cache trade off in one
 	// cost.
@@ -62,8 +71,8 @@ type KVAwareConfig struct {
 }
 
 func (c KVAwareConfig) withDefaults() KVAwareConfig {
-	if c.GPUWeight == 0 && c.CPUWeight == 0 && c.L2Weight == 0 {
-		c.GPUWeight, c.CPUWeight, c.L2Weight = 1, 0.8, 0.5
+	if c.Timing == "" {
+		c.Timing = timing.DefaultPreset
 	}
 	if c.LoadTokens == 0 {
 		c.LoadTokens = 256
@@ -89,7 +98,16 @@ func (c KVAwareConfig) withDefaults() KVAwareConfig {
 	return c
 }
 
+// derived says the tier credits come from the timing model: no weight is
+// set.
+func (c KVAwareConfig) derived() bool {
+	return c.GPUWeight == 0 && c.CPUWeight == 0 && c.L2Weight == 0
+}
+
 func (c KVAwareConfig) validate() error {
+	if _, err := timingModel(c.Timing); err != nil {
+		return errorf("kvAware.timing: %v", err)
+	}
 	for _, w := range []struct {
 		name string
 		v    float64
@@ -123,6 +141,7 @@ func (c KVAwareConfig) validate() error {
 // token ids (the tokenizer failed) is routed by prefixaware instead.
 type KVAware struct {
 	cfg      KVAwareConfig
+	timing   timing.Model // prices the tiers when cfg.derived()
 	idx      BlockIndex
 	guard    LoadGuard
 	fallback *PrefixAware
@@ -169,7 +188,12 @@ type prediction struct {
 // NewKVAware returns kvaware over idx; fallback routes requests without
 // token ids.
 func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallback *PrefixAware) *KVAware {
-	return &KVAware{cfg: cfg.withDefaults(), idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}, blockSizes: map[string]int{}}
+	cfg = cfg.withDefaults()
+	tm, err := timingModel(cfg.Timing)
+	if err != nil { // validate rejected it already; a caller that skipped it gets the default
+		tm, _ = timingModel(timing.DefaultPreset)
+	}
+	return &KVAware{cfg: cfg, timing: tm, idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}, blockSizes: map[string]int{}}
 }
 
 // SetClock replaces the clock predictions expire by; the benchmark's
@@ -250,10 +274,11 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		}
 	}
 	tokens := float64(len(req.TokenIDs))
+	gw, cw, lw := k.weights(len(req.TokenIDs))
 	credits := make([]float64, len(eps))
 	for i, m := range matches {
 		bs := float64(blocks[i])
-		credits[i] = min(tokens, bs*(k.cfg.GPUWeight*float64(m.GPU)+k.cfg.CPUWeight*float64(m.Local-m.GPU)+k.cfg.L2Weight*float64(m.Any-m.Local)))
+		credits[i] = min(tokens, bs*(gw*float64(m.GPU)+cw*float64(m.Local-m.GPU)+lw*float64(m.Any-m.Local)))
 	}
 	cost := func(i int) float64 {
 		return tokens - credits[i] + max(k.cfg.QueueWeight, 0)*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load()
@@ -307,6 +332,25 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	}
 	d.PrefillTokens = max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0)
 	return d, nil
+}
+
+// weights are the shares of a cached block's prefill the GPU, L1 and L2
+// tiers save for a prompt of n tokens: fixed when configured, else from
+// the timing model.
+func (k *KVAware) weights(n int) (gpu, cpu, l2 float64) {
+	if !k.cfg.derived() {
+		return k.cfg.GPUWeight, k.cfg.CPUWeight, k.cfg.L2Weight
+	}
+	return 1, k.timing.SavedShare(timing.TierCPU, n), k.timing.SavedShare(timing.TierRemote, n)
+}
+
+// timingModel is the cost model of a libs/timing preset.
+func timingModel(preset string) (timing.Model, error) {
+	p, err := timing.Lookup(preset)
+	if err != nil {
+		return timing.Model{}, err
+	}
+	return timing.NewModel(p)
 }
 
 // Prefilled implements PrefillObserver: the worker finished the prefill

@@ -346,3 +346,53 @@ func TestKVAwareTeachesTheL2LearnerItsBlockSize(t *testing.T) {
 		}
 	}
 }
+
+// TestKVAwareDerivedTierCredits: with no weights set, a tier's credit is
+// the share of the prompt's prefill compute loading from it saves, from
+// the timing model. For an 8,192-token document every worker can fetch
+// from the L2, an 8B model on an H100 saves 64% by fetching it, so the
+// worker holding it in GPU leads the others by 36% of it (2,950 tokens):
+// less than affinityTokens, so the guard keeps its balance; the old fixed
+// L2 weight, 0.5, made the lead exactly 4,096 tokens and the busier
+// holder won.
+func TestKVAwareDerivedTierCredits(t *testing.T) {
+	prompt := tokenIDs(3, 16*512)
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	fixed := KVAwareConfig{GPUWeight: 1, CPUWeight: 0.8, L2Weight: 0.5}
+	tests := []struct {
+		name    string
+		cfg     KVAwareConfig
+		tier    kvindex.Tier // where the holder (e[0]) has the prompt
+		l2      bool         // the shared L2 holds it for everyone
+		loads   []int
+		wantHot bool
+	}{
+		{"derived: an L2 fetch is close enough to follow the guard", KVAwareConfig{}, kvindex.GPU, true, []int{2, 0, 0}, false},
+		{"fixed 0.5: the holder earned the slack", fixed, kvindex.GPU, true, []int{2, 0, 0}, true},
+		{"derived: without the L2 the holder still leads", KVAwareConfig{}, kvindex.GPU, false, []int{2, 0, 0}, true},
+		{"derived: an L1 copy leads an L2 fetch by under a slack", KVAwareConfig{}, kvindex.CPU, true, []int{2, 0, 0}, false},
+		{"derived: an L1 copy beats an L2 fetch at equal load", KVAwareConfig{}, kvindex.CPU, true, []int{0, 0, 0}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := kvindex.New(1 << 12)
+			e := kvEPs(tt.loads...)
+			x.Add(e[0].ID, tt.tier, keys)
+			opts := []Option{WithIndex(x)}
+			if tt.l2 {
+				opts = append(opts, WithL2(fixedL2{"m", len(prompt)}))
+			}
+			s, err := New(Config{Name: NameKVAware, KVAware: tt.cfg, LoadGuard: LoadGuardConfig{Window: 1, Ratio: 0.2}}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := s.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hot := d.Endpoint == e[0].ID; hot != tt.wantHot {
+				t.Errorf("picked %s (loads %v, %+v); picked the holder: %v, want %v", d.Endpoint, tt.loads, d.TierBlocks, hot, tt.wantHot)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/blockhash"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/kvindex"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/report"
@@ -32,7 +33,6 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 // Config describes the fleet.
@@ -220,6 +220,8 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 		}
 		s.workers = append(s.workers, w)
 	}
+	// kvaware prices the tiers with the cost model the fleet runs on.
+	cfg.Strategy.KVAware.Timing = cmp.Or(cfg.Strategy.KVAware.Timing, cfg.Preset)
 	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(s))
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/demo"
 	"github.com/warmpath/warmpath/tools/bench/des"
@@ -30,7 +31,6 @@ import (
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 func main() {

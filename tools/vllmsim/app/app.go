@@ -25,6 +25,7 @@ import (
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
 	"github.com/warmpath/warmpath/tools/vllmsim/l2remote"
@@ -32,7 +33,6 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/runtime"
 	"github.com/warmpath/warmpath/tools/vllmsim/server"
 	"github.com/warmpath/warmpath/tools/vllmsim/simmetrics"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/tokenize"
 )
 

@@ -16,8 +16,8 @@ import (
 	"slices"
 
 	"github.com/warmpath/warmpath/libs/blockhash"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 // Connector is an external KV cache consulted when a request is admitted

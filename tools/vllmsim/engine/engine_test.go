@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/warmpath/warmpath/libs/blockhash"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 func testModel(t testing.TB) timing.Model {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/blockhash"
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 func newRuntime(t *testing.T, maxWaiting int) *Runtime {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/lmcache"
-	"github.com/warmpath/warmpath/tools/vllmsim/timing"
 )
 
 // Engine is what the collector reads at scrape time; the runtime

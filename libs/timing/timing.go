@@ -134,6 +134,35 @@ func (m Model) PrefillSeconds(start, n int) float64 {
 	return m.StepSeconds(Batch{Prefill: []Chunk{{Start: start, N: n}}})
 }
 
+// PrefillComputeSeconds is the compute of prefilling n tokens from
+// position start: their FLOPs, attention included, at the effective rate,
+// without the step's memory floor and fixed overheads. A busy engine
+// batches many requests' tokens into each step, so this is what those
+// tokens add to it; a short prefill alone would cost a whole memory-bound
+// step, which says nothing about what caching it saves.
+func (m Model) PrefillComputeSeconds(start, n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	p := m.Preset
+	nf, s := float64(n), float64(start)
+	flops := 2*p.Params*nf + 4*float64(p.Layers*p.Hidden)*(nf*s+nf*(nf+1)/2)
+	return flops / float64(p.TensorParallel) / m.flopsPerSec
+}
+
+// SavedShare is the share of the compute of prefilling a prompt's first n
+// tokens that loading their KV from tier t saves instead (0..1): 1 less
+// the load time over the prefill compute. It grows with n, as attention
+// makes later tokens dearer to compute while each costs the same bytes to
+// load.
+func (m Model) SavedShare(t Tier, n int) float64 {
+	compute := m.PrefillComputeSeconds(0, n)
+	if compute <= 0 {
+		return 0
+	}
+	return min(max(1-m.LoadSeconds(t, n)/compute, 0), 1)
+}
+
 // NumGPUBlocks is how many KV blocks of blockSize tokens fit in GPU memory
 // after weights and the activation reserve, at the given memory utilisation
 // (vLLM's --gpu-memory-utilization).

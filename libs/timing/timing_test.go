@@ -2,6 +2,7 @@ package timing
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -125,6 +126,51 @@ func TestWriteTableListsEveryPreset(t *testing.T) {
 	for _, n := range Names() {
 		if !strings.Contains(sb.String(), n) {
 			t.Errorf("table lacks %s:\n%s", n, sb.String())
+		}
+	}
+}
+
+// The shares below are worked by hand from the presets' constants: for the
+// 8B model on an H100, 16.06 GFLOP per token plus attention at 445 TFLOP/s
+// effective against 128 KiB of KV per token over 32 GB/s of PCIe (and
+// 12.5 GB/s of network for the L2); the 70B model's ranks each load an
+// eighth of its KV.
+func TestSavedShare(t *testing.T) {
+	for _, tc := range []struct {
+		preset string
+		tier   Tier
+		n      int
+		want   float64
+	}{
+		{"llama-3.1-8b-h100", TierCPU, 8192, 0.8999},
+		{"llama-3.1-8b-h100", TierRemote, 8192, 0.6434},
+		{"llama-3.1-8b-h100", TierCPU, 1024, 0.8883},
+		{"llama-3.1-8b-h100", TierRemote, 1024, 0.6024},
+		{"llama-3.1-70b-tp8-h100", TierCPU, 8192, 0.9733},
+		{"llama-3.1-8b-h100", TierCPU, 0, 0},
+	} {
+		if got := mustModel(t, tc.preset).SavedShare(tc.tier, tc.n); math.Abs(got-tc.want) > 0.001 {
+			t.Errorf("%s tier %d n=%d: SavedShare = %.4f, want %.4f", tc.preset, tc.tier, tc.n, got, tc.want)
+		}
+	}
+}
+
+// A slower tier never saves more, and a longer prefix never saves a
+// smaller share: the credits kvaware derives from these keep its tiers in
+// order.
+func TestSavedShareOrdered(t *testing.T) {
+	for _, name := range Names() {
+		m := mustModel(t, name)
+		prevCPU := 0.0
+		for _, n := range []int{1, 16, 256, 1024, 8192, 65536, 131072} {
+			cpu, remote := m.SavedShare(TierCPU, n), m.SavedShare(TierRemote, n)
+			if remote > cpu || cpu > 1 || remote < 0 {
+				t.Errorf("%s n=%d: shares cpu %.4f remote %.4f out of order", name, n, cpu, remote)
+			}
+			if cpu < prevCPU {
+				t.Errorf("%s n=%d: cpu share %.4f fell from %.4f", name, n, cpu, prevCPU)
+			}
+			prevCPU = cpu
 		}
 	}
 }
