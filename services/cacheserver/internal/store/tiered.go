@@ -29,12 +29,6 @@ type Store interface {
 	Tiers() []TierStats
 }
 
-// TierStats names one tier's counters.
-type TierStats struct {
-	Name string
-	Stats
-}
-
 // Tiers implements Store for the memory tier alone.
 func (m *Memory) Tiers() []TierStats { return []TierStats{{"memory", m.Stats()}} }
 
