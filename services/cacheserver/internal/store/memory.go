@@ -343,6 +343,10 @@ func (m *Memory) Stats() Stats {
 	return st
 }
 
+// Tiers returns the memory tier's counters, named as Tiered.Tiers names
+// them: servers report either store the same way.
+func (m *Memory) Tiers() []TierStats { return []TierStats{{"memory", m.Stats()}} }
+
 // shard is one lock's worth of the tier: an S3-FIFO cache with a
 // sixteenth of the capacity. Its hooks (observe, demote) run with mu held.
 type shard struct {

@@ -15,6 +15,10 @@
 // in every tier and is reclaimed lazily: when a read finds it, when
 // eviction reaches it (it then leaves without being written behind), and,
 // on disk, when the tier is opened.
+//
+// The package declares no interface over its tiers: each server declares
+// the few methods it uses (Go's consumer-side interfaces), which *Memory
+// and *Tiered both have.
 package store
 
 import "github.com/warmpath/warmpath/libs/lmproto"
