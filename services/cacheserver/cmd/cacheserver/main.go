@@ -47,6 +47,17 @@ func main() {
 	}
 }
 
+// nodeStore is the node's own store as run hands it out: the memory tier
+// alone (*store.Memory) or over the disk tier (*store.Tiered). Each server
+// declares the part it uses; this is only their union, for the one
+// variable that holds either tier.
+type nodeStore interface {
+	httpapi.Store      // Get, Put, Delete, Now, Tiers
+	cluster.LocalStore // Contains, for lm://
+	resp.Node          // Expires and SetExpires
+	l2events.Source    // Observe, Present, Range
+}
+
 // run serves until ctx ends or a listener fails.
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cacheserver", flag.ContinueOnError)
@@ -118,7 +129,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	log.Info("go memory limit", "bytes", debug.SetMemoryLimit(-1), "source", source)
 	memory := store.NewMemory(*memCap, store.Options{DefaultTTL: *ttl, ReserveLimit: *incoming})
-	var mem store.Store = memory
+	var mem nodeStore = memory
 	var ready atomic.Bool
 	ready.Store(true)
 	var disk *store.Disk
@@ -134,12 +145,8 @@ func run(ctx context.Context, args []string) error {
 		mem = tiered
 	}
 	m := metrics.New(reg, mem)
-	var src l2events.Source = memory
-	if t, ok := mem.(*store.Tiered); ok {
-		src = t
-	}
 	// Before the listeners and the disk tier's load: every object is seen.
-	events, err := startKVEvents(ctx, *kvEndpoint, *kvReplay, src, m, log)
+	events, err := startKVEvents(ctx, *kvEndpoint, *kvReplay, mem, m, log)
 	if err != nil {
 		return err
 	}
@@ -231,7 +238,7 @@ func run(ctx context.Context, args []string) error {
 			go cluster.WatchDNS(ctx, cl, *peersDNS, portOf(*peerListen), *peersEvery, log)
 		}
 		backend = cl
-		respCfg.Cluster = cl // RESP reaches other nodes' keys as lm:// does
+		respCfg.Clustered = true // RESP reaches other nodes' keys as lm:// does
 		go func() {
 			errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory}, cluster.Local{Mem: mem}, m, log).Serve(ctx, peerLn)
 		}()
@@ -241,7 +248,7 @@ func run(ctx context.Context, args []string) error {
 		errc <- lmserver.New(lmserver.Config{MaxValueBytes: *maxValue, Reserve: memory}, backend, m, log).Serve(ctx, lmLn)
 	}()
 	go func() {
-		errc <- resp.New(respCfg, mem, m, log).Serve(ctx, respLn)
+		errc <- resp.New(respCfg, backend, mem, m, log).Serve(ctx, respLn)
 	}()
 	go func() { errc <- hs.Serve(httpLn) }()
 	if disk != nil {

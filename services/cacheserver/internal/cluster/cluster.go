@@ -50,11 +50,21 @@ type Config struct {
 	MaxValueBytes int
 }
 
+// LocalStore is the node's own store, as the cluster reads and writes its
+// share of the keys: store.Memory or store.Tiered. Its four methods are the
+// four operations lm:// serves and forwards.
+type LocalStore interface {
+	Get(key string) (*store.Object, bool)
+	Put(key string, obj *store.Object) bool
+	Contains(key string) bool
+	Delete(key string) bool
+}
+
 // Cluster is the node's view of the key space. With no peers it is the
 // local store alone.
 type Cluster struct {
 	cfg       Config
-	local     store.Store
+	local     LocalStore
 	forwarded *prometheus.CounterVec // op, result
 
 	mu    sync.RWMutex
@@ -64,7 +74,7 @@ type Cluster struct {
 
 // New returns a cluster over the local store; forwarded counts forwarded
 // requests by op and result (ok, hit, miss, error).
-func New(cfg Config, local store.Store, forwarded *prometheus.CounterVec) *Cluster {
+func New(cfg Config, local LocalStore, forwarded *prometheus.CounterVec) *Cluster {
 	if cfg.Replicas < 1 {
 		cfg.Replicas = 1
 	}
@@ -165,7 +175,7 @@ func (c *Cluster) local0(owners []string) bool { return slices.Contains(owners, 
 
 // Local serves the node's own store with the Cluster's signatures: what
 // the peer listener uses, so a forwarded request is never forwarded again.
-type Local struct{ Mem store.Store }
+type Local struct{ Mem LocalStore }
 
 // Get implements the lm:// server's backend.
 func (l Local) Get(_ context.Context, key string) (*store.Object, bool) { return l.Mem.Get(key) }

@@ -41,8 +41,25 @@ type Config struct {
 	KVEventsSnapshot http.Handler
 }
 
+// Objects is the store /v1/objects reads and writes: store.Memory or
+// store.Tiered. Now turns a TTL header into an expiry, and an expiry back
+// into the time left.
+type Objects interface {
+	Get(key string) (*store.Object, bool)
+	Put(key string, obj *store.Object) bool
+	Delete(key string) bool
+	Now() time.Time
+}
+
+// Store is what the API serves: its objects, and the tiers' counters
+// /v1/stats reports.
+type Store interface {
+	Objects
+	Tiers() []store.TierStats
+}
+
 // Handler returns the HTTP API over mem.
-func Handler(cfg Config, mem store.Store, m *metrics.Metrics, reg *prometheus.Registry) http.Handler {
+func Handler(cfg Config, mem Store, m *metrics.Metrics, reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	h := &api{mem: mem, metrics: m, max: cfg.MaxValueBytes}
 	guard := func(f http.HandlerFunc) http.Handler { return bearer(cfg.Token, m, f) }
@@ -71,7 +88,7 @@ func Handler(cfg Config, mem store.Store, m *metrics.Metrics, reg *prometheus.Re
 }
 
 type api struct {
-	mem     store.Store
+	mem     Store
 	metrics *metrics.Metrics
 	max     int64
 }

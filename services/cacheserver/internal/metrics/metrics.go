@@ -39,8 +39,14 @@ type KVEvents struct {
 	Unparsed prometheus.Counter
 }
 
-// New registers the metrics on reg, reading tier state from mem.
-func New(reg prometheus.Registerer, mem store.Store) *Metrics {
+// TierSource reports each tier's counters, fastest first: store.Memory or
+// store.Tiered. The tier metrics are read from it at each scrape.
+type TierSource interface {
+	Tiers() []store.TierStats
+}
+
+// New registers the metrics on reg, reading tier state from tiers.
+func New(reg prometheus.Registerer, tiers TierSource) *Metrics {
 	f := promauto.With(reg)
 	m := &Metrics{
 		Requests: f.NewCounterVec(prometheus.CounterOpts{
@@ -94,7 +100,7 @@ func New(reg prometheus.Registerer, mem store.Store) *Metrics {
 	for _, p := range []string{"resp", "http"} {
 		m.AuthFailures.WithLabelValues(p)
 	}
-	reg.MustRegister(&tierCollector{mem: mem})
+	reg.MustRegister(&tierCollector{tiers: tiers})
 	return m
 }
 
@@ -109,7 +115,7 @@ var (
 	expiredDesc   = prometheus.NewDesc("warmpath_cache_expired_total", "Objects reclaimed from a tier after their expiry (found on a read, reached by eviction, or on disk at start).", []string{"tier"}, nil)
 )
 
-type tierCollector struct{ mem store.Store }
+type tierCollector struct{ tiers TierSource }
 
 func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{hitsDesc, missesDesc, bytesDesc, capacityDesc, objectsDesc, evictionsDesc, rejectedDesc, expiredDesc} {
@@ -118,7 +124,7 @@ func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, t := range c.mem.Tiers() {
+	for _, t := range c.tiers.Tiers() {
 		st := t.Stats
 		ch <- prometheus.MustNewConstMetric(hitsDesc, prometheus.CounterValue, float64(st.Hits), t.Name)
 		ch <- prometheus.MustNewConstMetric(missesDesc, prometheus.CounterValue, float64(st.Misses), t.Name)

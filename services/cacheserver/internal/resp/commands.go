@@ -91,17 +91,17 @@ func (ss *session) set(ctx context.Context, args [][]byte) string {
 		ss.err(fmt.Sprintf("ERR key of %d bytes exceeds the limit of %d", len(args[1]), store.MaxKeyBytes))
 		return "error"
 	}
-	if s.clustered && len(args) > 3 {
+	if s.cfg.Clustered && len(args) > 3 {
 		ss.err(errClusterExpiry)
 		return "error"
 	}
-	expires, err := setExpiry(args[3:], s.mem.Now().UnixNano())
+	expires, err := setExpiry(args[3:], s.node.Now().UnixNano())
 	if err != nil {
 		ss.err(err.Error())
 		return "error"
 	}
 	if !s.keys.Put(ctx, string(args[1]), &store.Object{Value: args[2], Expires: expires}) {
-		if s.clustered {
+		if s.cfg.Clustered {
 			ss.err("ERR value not stored: larger than a memory shard, or no owner reachable")
 		} else {
 			ss.err("ERR value larger than a memory shard")
@@ -173,7 +173,7 @@ func (ss *session) del(ctx context.Context, args [][]byte) string {
 // own store.
 func expiry(name string) func(*session, context.Context, [][]byte) string {
 	return func(ss *session, _ context.Context, args [][]byte) string {
-		if ss.s.clustered {
+		if ss.s.cfg.Clustered {
 			ss.err(errClusterExpiry)
 			return "error"
 		}
@@ -250,7 +250,7 @@ func (ss *session) config(_ context.Context, args [][]byte) string {
 // client sends INFO REPLICATION on connecting and fails unless a node
 // answers role:master.
 func (ss *session) info(_ context.Context, _ [][]byte) string {
-	st := ss.s.mem.Tiers()[0].Stats
+	st := ss.s.node.Tiers()[0].Stats
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\nwarmpath_cacheserver:1\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n# Memory\r\nused_memory:%d\r\nmaxmemory:%d\r\n# Keyspace\r\ndb0:keys=%d,expires=0,avg_ttl=0\r\n", st.Bytes, st.Capacity, st.Objects)
 	ss.bulk(b.Bytes())
@@ -337,7 +337,7 @@ func (ss *session) command(context.Context, [][]byte) string {
 
 // dbsize counts the node's own memory tier.
 func (ss *session) dbsize(context.Context, [][]byte) string {
-	ss.integer(int(ss.s.mem.Tiers()[0].Objects))
+	ss.integer(int(ss.s.node.Tiers()[0].Objects))
 	return "ok"
 }
 

@@ -89,7 +89,7 @@ func expiresAt(n int64, unit time.Duration, abs bool, now int64) (int64, bool) {
 func (ss *session) expireCommand(name string, args [][]byte) string {
 	s := ss.s
 	key := string(args[1])
-	now := s.mem.Now().UnixNano()
+	now := s.node.Now().UnixNano()
 	switch name {
 	case "EXPIRE", "PEXPIRE":
 		n, err := strconv.ParseInt(string(args[2]), 10, 64)
@@ -106,13 +106,13 @@ func (ss *session) expireCommand(name string, args [][]byte) string {
 			ss.err(errInvalidExpire(strings.ToLower(name)).Error())
 			return "error"
 		}
-		if !s.mem.SetExpires(key, at) {
+		if !s.node.SetExpires(key, at) {
 			ss.integer(0)
 			return "miss"
 		}
 		ss.integer(1)
 	case "TTL", "PTTL":
-		at, ok := s.mem.Expires(key)
+		at, ok := s.node.Expires(key)
 		switch {
 		case !ok:
 			ss.integer(-2)
@@ -128,8 +128,8 @@ func (ss *session) expireCommand(name string, args [][]byte) string {
 		}
 		return "hit"
 	case "PERSIST":
-		at, ok := s.mem.Expires(key)
-		if !ok || at == 0 || !s.mem.SetExpires(key, 0) {
+		at, ok := s.node.Expires(key)
+		if !ok || at == 0 || !s.node.SetExpires(key, 0) {
 			ss.integer(0)
 			return "miss"
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testcert"
 	"github.com/warmpath/warmpath/libs/tlsconf"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
@@ -354,7 +355,7 @@ func TestAuthFailuresCounted(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(Config{Password: "s3cret"}, mem, m, nil).Serve(ctx, ln) }()
+	go func() { done <- New(Config{Password: "s3cret"}, cluster.Local{Mem: mem}, mem, m, nil).Serve(ctx, ln) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

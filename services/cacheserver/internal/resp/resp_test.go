@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
@@ -41,7 +42,7 @@ func startWith(t *testing.T, cfg Config, opts store.Options, tlsCfg *tls.Config)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	srv := New(cfg, mem, metrics.New(prometheus.NewRegistry(), mem), slog.New(slog.DiscardHandler))
+	srv := New(cfg, cluster.Local{Mem: mem}, mem, metrics.New(prometheus.NewRegistry(), mem), slog.New(slog.DiscardHandler))
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		cancel()

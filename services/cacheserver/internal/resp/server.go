@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/connserve"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
@@ -28,11 +27,11 @@ type Config struct {
 	// IOTimeout bounds reading a command's rest once its first byte came,
 	// running it (forwards included) and writing its reply (30s).
 	IOTimeout time.Duration
-	// Cluster, when set, is where keys are read, written and deleted: the
-	// cluster, which forwards each key to its owners, as lm:// does. Nil:
-	// the node's own store. Expiry commands are then refused, since
-	// forwards carry no expiry.
-	Cluster Backend
+	// Clustered says the keys New is given are the cluster's, which
+	// forwards each key to its owners, as lm:// does, rather than the
+	// node's own store. Expiry commands are then refused, since forwards
+	// carry no expiry.
+	Clustered bool
 }
 
 // Backend holds the keys: the node's store (cluster.Local) or the cluster.
@@ -43,19 +42,40 @@ type Backend interface {
 	Delete(ctx context.Context, key string) bool
 }
 
-// Server serves RESP connections.
-type Server struct {
-	cfg       Config
-	mem       store.Store // the node's own: expiry, INFO, DBSIZE
-	keys      Backend     // GET, SET, MGET, EXISTS, DEL
-	clustered bool
-	metrics   *metrics.Metrics
-	log       *slog.Logger
-	lastID    atomic.Int64 // connection ids, as HELLO reports them
+// Expiry is the node's own store's clock and expiries: what EXPIRE,
+// PEXPIRE, TTL, PTTL, PERSIST and SET's EX and PX act on.
+type Expiry interface {
+	// Now is the clock expiries are measured against.
+	Now() time.Time
+	// Expires returns key's expiry (Unix nanoseconds, 0: never); ok is
+	// false when key is absent.
+	Expires(key string) (at int64, ok bool)
+	// SetExpires changes key's expiry (0: never; not after Now: delete)
+	// and reports whether key was there.
+	SetExpires(key string, at int64) bool
 }
 
-// New returns a server over mem (and over cfg.Cluster in cluster mode).
-func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Server {
+// Node is the node's own store as RESP reads it beside the keys: its
+// expiries, and the counters INFO and DBSIZE report (the first tier's:
+// memory). store.Memory and store.Tiered are both one.
+type Node interface {
+	Expiry
+	Tiers() []store.TierStats
+}
+
+// Server serves RESP connections.
+type Server struct {
+	cfg     Config
+	node    Node    // the node's own: expiry, INFO, DBSIZE
+	keys    Backend // GET, SET, MGET, EXISTS, DEL
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	lastID  atomic.Int64 // connection ids, as HELLO reports them
+}
+
+// New returns a server of keys (the node's own store, or the cluster when
+// cfg.Clustered) whose expiries and counters are node's.
+func New(cfg Config, keys Backend, node Node, m *metrics.Metrics, log *slog.Logger) *Server {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = 10 * time.Minute
 	}
@@ -65,11 +85,7 @@ func New(cfg Config, mem store.Store, m *metrics.Metrics, log *slog.Logger) *Ser
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, mem: mem, keys: cluster.Local{Mem: mem}, metrics: m, log: log}
-	if cfg.Cluster != nil {
-		s.keys, s.clustered = cfg.Cluster, true
-	}
-	return s
+	return &Server{cfg: cfg, node: node, keys: keys, metrics: m, log: log}
 }
 
 // Serve accepts connections on ln until ctx ends, then closes them all. A

@@ -36,7 +36,7 @@ func TestArity(t *testing.T) {
 func TestCommandMetricsOnce(t *testing.T) {
 	mem := store.NewMemory(16<<20, store.Options{})
 	m := metrics.New(prometheus.NewRegistry(), mem)
-	addr := serveWith(t, New(Config{Password: "pw"}, mem, m, slog.New(slog.DiscardHandler)))
+	addr := serveWith(t, New(Config{Password: "pw"}, cluster.Local{Mem: mem}, mem, m, slog.New(slog.DiscardHandler)))
 	c := dialRaw(t, addr)
 	steps := []struct {
 		args []string
@@ -92,7 +92,7 @@ func (p panicky) Get(ctx context.Context, key string) (*store.Object, bool) {
 func TestPanicIsPerConnection(t *testing.T) {
 	mem := store.NewMemory(16<<20, store.Options{})
 	m := metrics.New(prometheus.NewRegistry(), mem)
-	addr := serveWith(t, New(Config{Cluster: panicky{cluster.Local{Mem: mem}}}, mem, m, slog.New(slog.DiscardHandler)))
+	addr := serveWith(t, New(Config{Clustered: true}, panicky{cluster.Local{Mem: mem}}, mem, m, slog.New(slog.DiscardHandler)))
 	other := dialRaw(t, addr)
 	if r, err := other.do([]byte("PING")); err != nil || string(r) != "+PONG" {
 		t.Fatalf("PING: %q, %v", r, err)

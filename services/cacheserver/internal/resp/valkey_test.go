@@ -346,7 +346,7 @@ func (r *recording) Put(ctx context.Context, key string, obj *store.Object) bool
 func TestMSetThroughBackend(t *testing.T) {
 	mem := store.NewMemory(16<<20, store.Options{})
 	backend := &recording{Local: cluster.Local{Mem: mem}}
-	srv := New(Config{Cluster: backend}, store.NewMemory(1<<20, store.Options{}), metrics.New(prometheus.NewRegistry(), mem), nil)
+	srv := New(Config{Clustered: true}, backend, store.NewMemory(1<<20, store.Options{}), metrics.New(prometheus.NewRegistry(), mem), nil)
 	addr := serveWith(t, srv)
 	replay(t, addr, []step{
 		{"pipelined", [][]string{{"HELLO", "3"}, {"MSET", "a:kv_bytes", "v", "a:metadata", "m"}, {"MGET", "a:metadata", "a:kv_bytes", "b:metadata"}},

@@ -1,21 +1,6 @@
-// Package store is the cache server's memory tier: a byte-bounded,
-// sharded map from key to immutable object with S3-FIFO eviction (Yang et
-// al., SOSP '23), which keeps a working set resident through scans of
-// one-time keys — the pattern of a long document read once by one worker.
-//
-// Capacity counts each object's key, value and a fixed per-entry overhead,
-// so the bound holds for small objects too. Values are never copied on
-// Get: an object is immutable once stored, and a replacement is a new
-// object.
-//
-// Objects may carry an expiry (Object.Expires). An expired object is a miss
-// in every tier and is reclaimed lazily: when a read finds it, when
-// eviction reaches it (it then leaves without being written behind), and,
-// on disk, when the tier is opened.
 package store
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
@@ -23,25 +8,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-
-	"github.com/warmpath/warmpath/libs/lmproto"
 )
-
-// EntryOverhead approximates the bytes one entry costs beyond its key and
-// value (map slot, list element, object header).
-const EntryOverhead = 160
-
-// Object is one stored value and the LMCache metadata that came with it.
-type Object struct {
-	Value []byte
-	Meta  lmproto.Meta
-	// Expires is when the object stops being served, in Unix nanoseconds
-	// (8 bytes per object rather than a time.Time's 24); 0: never.
-	Expires int64
-}
-
-// expired reports whether o has expired at now (Unix nanoseconds).
-func (o *Object) expired(now int64) bool { return o.Expires != 0 && now >= o.Expires }
 
 // Options configure the memory tier.
 type Options struct {
@@ -55,19 +22,9 @@ type Options struct {
 	ReserveLimit int64
 }
 
-func (o *Object) size(key string) int64 {
-	return int64(len(key) + len(o.Value) + EntryOverhead)
-}
-
-// Stats are the memory tier's counters.
-type Stats struct {
-	Objects, Bytes, Capacity int64
-	Hits, Misses, Evictions  uint64
-	Rejected                 uint64 // objects larger than a shard
-	Expired                  uint64 // objects reclaimed after their expiry
-}
-
-// Memory is the memory tier. Safe for concurrent use.
+// Memory is the memory tier: sixteen S3-FIFO caches (s3fifo), keys spread
+// over them by hash, each behind its own lock so that readers of different
+// keys seldom wait for each other. Safe for concurrent use.
 type Memory struct {
 	shards     []*shard
 	defaultTTL time.Duration
@@ -124,13 +81,11 @@ func (m *Memory) applyDefault(obj *Object) {
 // lookup returns key's live entry with the shard locked, removing it if it
 // has expired. The caller unlocks s.mu.
 func (m *Memory) lookup(s *shard, key string) (*entry, bool) {
-	e, ok := s.items[key]
-	if ok && e.obj.Expires != 0 && e.obj.expired(m.now()) {
-		s.remove(e)
+	e, reclaimed := s.lookup(key, m.now)
+	if reclaimed {
 		m.expired.Add(1)
-		return nil, false
 	}
-	return e, ok
+	return e, e != nil
 }
 
 func (m *Memory) shard(key string) *shard {
@@ -146,9 +101,7 @@ func (m *Memory) Get(key string) (*Object, bool) {
 	var obj *Object
 	if ok {
 		obj = e.obj // under the lock: SetExpires swaps it
-		if e.freq < 3 {
-			e.freq++
-		}
+		s.hit(e)
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -358,11 +311,11 @@ func (m *Memory) setDemote(fn Observer) {
 // Present reports whether key is stored and unexpired. Unlike Contains it
 // never reclaims anything, so an Observer's reader may call it freely.
 func (m *Memory) Present(key string) bool {
+	now := m.now()
 	s := m.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.items[key]
-	return ok && !e.obj.expired(m.now())
+	return s.present(key, now)
 }
 
 // Range calls fn for every stored unexpired key, one shard locked at a
@@ -372,11 +325,7 @@ func (m *Memory) Range(fn func(key string)) {
 	now := m.now()
 	for _, s := range m.shards {
 		s.mu.Lock()
-		for k, e := range s.items {
-			if !e.obj.expired(now) {
-				fn(k)
-			}
-		}
+		s.each(now, fn)
 		s.mu.Unlock()
 	}
 }
@@ -394,164 +343,15 @@ func (m *Memory) Stats() Stats {
 	return st
 }
 
-// entry is one resident object, in either the small or the main queue.
-type entry struct {
-	key  string
-	obj  *Object
-	size int64
-	freq uint8 // 0..3, bumped on hits
-	main bool
-	elem *list.Element
-}
+// Tiers returns the memory tier's counters, named as Tiered.Tiers names
+// them: servers report either store the same way.
+func (m *Memory) Tiers() []TierStats { return []TierStats{{"memory", m.Stats()}} }
 
-// shard is one lock's worth of the tier: S3-FIFO's small and main FIFO
-// queues (new objects enter small; objects hit while there graduate to
-// main; one-hit wonders leave from small) and the ghost queue of keys
-// recently evicted from small (a returning ghost goes straight to main).
+// shard is one lock's worth of the tier: an S3-FIFO cache with a
+// sixteenth of the capacity. Its hooks (observe, demote) run with mu held.
 type shard struct {
-	mu          sync.Mutex
-	capacity    int64
-	bytes       int64
-	smallBytes  int64
-	items       map[string]*entry
-	small, main *list.List
-	ghost       map[string]*list.Element
-	ghostList   *list.List
-	// observe and demote are Memory.Observe's and the Tiered's hooks,
-	// called with mu held (see Observer).
-	observe, demote Observer
+	mu sync.Mutex
+	s3fifo
 }
 
-func newShard(capacity int64) *shard {
-	return &shard{capacity: capacity, items: map[string]*entry{}, small: list.New(), main: list.New(),
-		ghost: map[string]*list.Element{}, ghostList: list.New()}
-}
-
-// put inserts or replaces key and returns the entries evicted for space
-// and how many expired entries eviction reclaimed on the way (now: Unix
-// nanoseconds).
-func (s *shard) put(key string, obj *Object, size, now, room int64) ([]*entry, int) {
-	if old, ok := s.items[key]; ok {
-		s.remove(old)
-	}
-	e := &entry{key: key, obj: obj, size: size}
-	if g, ok := s.ghost[key]; ok {
-		s.ghostList.Remove(g)
-		delete(s.ghost, key)
-		e.main = true
-		e.elem = s.main.PushFront(e)
-	} else {
-		e.elem = s.small.PushFront(e)
-		s.smallBytes += size
-	}
-	s.items[key] = e
-	s.bytes += size
-	s.notify(key)
-	return s.fit(room, now)
-}
-
-// fit evicts until the shard stores at most room bytes; it returns the
-// entries evicted for space and how many expired entries it reclaimed.
-func (s *shard) fit(room, now int64) ([]*entry, int) {
-	var evicted []*entry
-	expired := 0
-	for s.bytes > room && s.bytes > 0 {
-		v := s.evict(now)
-		switch {
-		case v == nil:
-		case v.obj.expired(now):
-			expired++ // dead: not worth writing behind
-		default:
-			if s.demote != nil {
-				// Marked before the lock is let go: an observer never
-				// sees the key in neither memory nor the write-behind
-				// queue while it moves from one to the other.
-				s.demote(v.key)
-			}
-			evicted = append(evicted, v)
-		}
-	}
-	return evicted, expired
-}
-
-// evict frees space per S3-FIFO: from small while it holds over 10% of the
-// capacity, else from main. It returns the entry that left the tier, or
-// nil when it only moved one between queues. An expired entry leaves
-// whatever its frequency, and is not remembered as a ghost.
-func (s *shard) evict(now int64) *entry {
-	if s.smallBytes > s.capacity/10 || s.main.Len() == 0 {
-		back := s.small.Back()
-		if back == nil {
-			return s.evictMain(now)
-		}
-		e := back.Value.(*entry)
-		s.small.Remove(back)
-		s.smallBytes -= e.size
-		if e.obj.expired(now) {
-			s.drop(e)
-			return e
-		}
-		if e.freq > 0 {
-			// Hit while in small: worth keeping.
-			e.freq, e.main = 0, true
-			e.elem = s.main.PushFront(e)
-			return nil
-		}
-		s.drop(e)
-		s.addGhost(e.key)
-		return e
-	}
-	return s.evictMain(now)
-}
-
-func (s *shard) evictMain(now int64) *entry {
-	for {
-		back := s.main.Back()
-		if back == nil {
-			return nil
-		}
-		e := back.Value.(*entry)
-		if e.freq > 0 && !e.obj.expired(now) {
-			e.freq--
-			s.main.MoveToFront(back)
-			continue
-		}
-		s.main.Remove(back)
-		s.drop(e)
-		return e
-	}
-}
-
-func (s *shard) drop(e *entry) {
-	delete(s.items, e.key)
-	s.bytes -= e.size
-	s.notify(e.key)
-}
-
-func (s *shard) notify(key string) {
-	if s.observe != nil {
-		s.observe(key)
-	}
-}
-
-// remove takes e out (a delete or a replacement).
-func (s *shard) remove(e *entry) {
-	if e.main {
-		s.main.Remove(e.elem)
-	} else {
-		s.small.Remove(e.elem)
-		s.smallBytes -= e.size
-	}
-	s.drop(e)
-}
-
-// addGhost remembers a key evicted from small; the ghost queue holds as
-// many keys as main holds objects, at least 64.
-func (s *shard) addGhost(key string) {
-	s.ghost[key] = s.ghostList.PushFront(key)
-	for s.ghostList.Len() > max(s.main.Len(), 64) {
-		back := s.ghostList.Back()
-		s.ghostList.Remove(back)
-		delete(s.ghost, back.Value.(string))
-	}
-}
+func newShard(capacity int64) *shard { return &shard{s3fifo: newS3FIFO(capacity)} }

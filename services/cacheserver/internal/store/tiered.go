@@ -8,36 +8,6 @@ import (
 	"time"
 )
 
-// Store is what the servers read and write: the memory tier alone, or the
-// memory tier over a disk tier. An expired object is absent to every
-// method.
-type Store interface {
-	Get(key string) (*Object, bool)
-	// Put takes obj; one with Expires 0 gets the default TTL.
-	Put(key string, obj *Object) bool
-	Contains(key string) bool
-	Delete(key string) bool
-	// Expires returns key's expiry (Unix nanoseconds, 0: never); ok is
-	// false when key is absent.
-	Expires(key string) (at int64, ok bool)
-	// SetExpires changes key's expiry (0: never; not after Now: delete)
-	// and reports whether key was there.
-	SetExpires(key string, at int64) bool
-	// Now is the store's clock, against which expiries are measured.
-	Now() time.Time
-	// Tiers returns each tier's counters, fastest first.
-	Tiers() []TierStats
-}
-
-// TierStats names one tier's counters.
-type TierStats struct {
-	Name string
-	Stats
-}
-
-// Tiers implements Store for the memory tier alone.
-func (m *Memory) Tiers() []TierStats { return []TierStats{{"memory", m.Stats()}} }
-
 // Tiered is the memory tier over the disk tier: objects evicted from memory
 // are written behind to disk, and a disk hit is promoted back to memory.
 type Tiered struct {
