@@ -154,6 +154,9 @@ type KVAware struct {
 	// blockSizes is the block size each worker's Decision.Keys were last
 	// computed at, for the L2 learner, which hears only keys back.
 	blockSizes map[string]int
+	// placed is the prompt tokens each worker was sent to compute: the new
+	// content its caches took, which fills breaks ties by.
+	placed map[string]float64
 }
 
 // BlockIndex is the KV index kvaware reads: the in-memory kvindex.Index
@@ -193,7 +196,7 @@ func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallba
 	if err != nil { // validate rejected it already; a caller that skipped it gets the default
 		tm, _ = timingModel(timing.DefaultPreset)
 	}
-	return &KVAware{cfg: cfg, timing: tm, idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}, blockSizes: map[string]int{}}
+	return &KVAware{cfg: cfg, timing: tm, idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}, blockSizes: map[string]int{}, placed: map[string]float64{}}
 }
 
 // SetClock replaces the clock predictions expire by; the benchmark's
@@ -280,8 +283,9 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		bs := float64(blocks[i])
 		credits[i] = min(tokens, bs*(gw*float64(m.GPU)+cw*float64(m.Local-m.GPU)+lw*float64(m.Any-m.Local)))
 	}
+	fill := k.fills(eps)
 	cost := func(i int) float64 {
-		return tokens - credits[i] + max(k.cfg.QueueWeight, 0)*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load()
+		return tokens - credits[i] + max(k.cfg.QueueWeight, 0)*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load() + fill[i]
 	}
 	var slack func(i int) float64
 	if k.cfg.AffinityTokens > 0 {
@@ -331,7 +335,31 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
 	}
 	d.PrefillTokens = max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0)
+	k.mu.Lock()
+	k.placed[eps[best].ID] += float64(d.PrefillTokens)
+	k.mu.Unlock()
 	return d, nil
+}
+
+// fills are a cost below half a token for each worker, growing with the
+// prompt tokens it was sent to compute: among workers whose costs are
+// otherwise equal (a prompt nothing caches, an idle fleet) the one whose
+// caches took the least new content takes it. Left to the tie-break's
+// hash, new documents pile up by chance (five of twelve on one of four
+// workers) past what that worker's caches hold, and their follow-ups miss.
+func (k *KVAware) fills(eps []Endpoint) []float64 {
+	out := make([]float64, len(eps))
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	most := 0.0
+	for i := range eps {
+		out[i] = k.placed[eps[i].ID]
+		most = max(most, out[i])
+	}
+	for i := range out {
+		out[i] = 0.5 * out[i] / (most + 1)
+	}
+	return out
 }
 
 // weights are the shares of a cached block's prefill the GPU, L1 and L2
@@ -442,6 +470,7 @@ func (k *KVAware) Forget(endpointID string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.blockSizes, endpointID)
+	delete(k.placed, endpointID)
 	for key := range k.preds {
 		k.keepPredictions(key, func(p prediction) bool { return p.worker != endpointID })
 	}
