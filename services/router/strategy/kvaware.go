@@ -40,8 +40,10 @@ type KVAwareConfig struct {
 	// what later requests would have hit there: on the shipped trace (8
 	// workers) it cut kvaware's TTFT p90 from -25% to -31% against round
 	// robin and lifted its hit rate, where 1 cut TTFT as far but lost 8
-	// points of hit rate (docs/benchmarks.md). Negative turns it off; 0
-	// takes the default.
+	// points of hit rate (docs/benchmarks.md). The share of a prompt the
+	// shared L2 holds needs no such lean (any worker fetches it), so the
+	// weight rises towards 1 with it. Negative turns it off; 0 takes the
+	// default.
 	QueueWeight float64 `json:"queueWeight" yaml:"queueWeight"`
 	// PredictionTTL is how long a routed request's blocks count as cached
 	// on its worker before the worker's own events confirm them, so a burst
@@ -265,10 +267,11 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		}
 		k.mu.Unlock()
 	}
+	l2 := 0 // leading tokens the shared L2 holds
 	if k.l2 != nil {
 		// The L2 serves every worker alike: a worker holding less of the
 		// prompt locally fetches the rest from it instead of computing it.
-		if l2 := k.l2.Leading(req.Model, req.LoRA, req.TokenIDs); l2 > 0 {
+		if l2 = k.l2.Leading(req.Model, req.LoRA, req.TokenIDs); l2 > 0 {
 			for i := range matches {
 				if b := l2 / blocks[i]; b > matches[i].Any {
 					matches[i].Any = b
@@ -277,6 +280,15 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		}
 	}
 	tokens := float64(len(req.TokenIDs))
+	// The lean towards affinity spares the fleet a second prefill of what
+	// only its holder caches; the share of the prompt the L2 holds costs
+	// any worker a fetch instead, so the queue ahead of it is priced at
+	// full weight, as the time the request would wait.
+	queueWeight := max(k.cfg.QueueWeight, 0)
+	if l2 > 0 && queueWeight > 0 {
+		share := min(float64(l2)/tokens, 1)
+		queueWeight += (1 - queueWeight) * share
+	}
 	gw, cw, lw := k.weights(len(req.TokenIDs))
 	credits := make([]float64, len(eps))
 	for i, m := range matches {
@@ -285,7 +297,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	}
 	fill := k.fills(eps)
 	cost := func(i int) float64 {
-		return tokens - credits[i] + max(k.cfg.QueueWeight, 0)*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load() + fill[i]
+		return tokens - credits[i] + queueWeight*float64(eps[i].PendingPrefill) + k.cfg.LoadTokens*eps[i].Load() + fill[i]
 	}
 	var slack func(i int) float64
 	if k.cfg.AffinityTokens > 0 {

@@ -426,3 +426,46 @@ func TestKVAwareSpreadsNewContent(t *testing.T) {
 		t.Fatalf("picked %s, want the forgotten worker %s, whose caches took nothing since", d.Endpoint, e[0].ID)
 	}
 }
+
+// TestKVAwareQueueAtFullWeightForWhatTheL2Holds: the lean towards affinity
+// (queueWeight below 1) spares the fleet a second prefill of a prefix its
+// holder is too busy for; a prefix the shared L2 holds costs any worker a
+// fetch, not a prefill, so the prefill queued at its holder is priced at
+// full weight. A follow-up whose document's holder is prefilling another
+// 8K document goes to an idle worker and fetches its document from the L2
+// (it waited the whole other prefill before); without the L2 it still
+// waits at the holder, as computing the document again would take longer.
+func TestKVAwareQueueAtFullWeightForWhatTheL2Holds(t *testing.T) {
+	prompt := tokenIDs(9, 16*514) // an 8K document and a question
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
+	for _, tt := range []struct {
+		name    string
+		l2      bool
+		wantHot bool
+	}{
+		{"the L2 holds the document", true, false},
+		{"only the holder does", false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := kvindex.New(1 << 12)
+			e := kvEPs(1, 0, 0)
+			x.Add(e[0].ID, kvindex.GPU, keys[:512])
+			e[0].PendingPrefill = 8224
+			opts := []Option{WithIndex(x)}
+			if tt.l2 {
+				opts = append(opts, WithL2(fixedL2{"m", 8192}))
+			}
+			s, err := New(Config{Name: NameKVAware, LoadGuard: LoadGuardConfig{Window: 1, Ratio: 0.2}}, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := s.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hot := d.Endpoint == e[0].ID; hot != tt.wantHot {
+				t.Errorf("picked %s (%+v); picked the busy holder: %v, want %v", d.Endpoint, d.TierBlocks, hot, tt.wantHot)
+			}
+		})
+	}
+}
