@@ -112,7 +112,8 @@ test-unit: ## go test (with -race where a C compiler exists) over every module b
 
 .PHONY: test-integration
 test-integration: ## testcontainers suites in tests/ (needs Docker)
-	@# redis-server: the faults suite packages it into a FROM-scratch image.
+	@# redis-server: the faults suite packages it into a FROM-scratch image, and
+	@# tests/router shares a kvaware index through one; promtool checks expositions.
 	@scripts/install-tools.sh promtool redis
 	@docker info >/dev/null 2>&1 || { echo "test-integration: Docker is not reachable" >&2; exit 1; }
 	@# -count=1: the suites build binaries from the tree in a subprocess, which

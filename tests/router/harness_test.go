@@ -1,65 +1,44 @@
-package app
+// Package router tests the router as a black box: its binary in front of
+// vllm-sim worker processes on loopback, driven over HTTP and observed
+// through its own /metrics, /debug/endpoints and /debug/config.
+package router
 
 import (
-	"bufio"
-	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/warmpath/warmpath/services/router/internal/discovery"
-	"github.com/warmpath/warmpath/services/router/internal/limiter"
-	"github.com/warmpath/warmpath/services/router/internal/probe"
-	"github.com/warmpath/warmpath/services/router/internal/proxy"
-	"github.com/warmpath/warmpath/services/router/strategy"
+	"github.com/warmpath/warmpath/tests/harness"
 )
 
-const simModel = "sim-model"
-
-var (
-	simOnce sync.Once
-	simBin  string
-	simErr  error
+const (
+	simPkg    = "github.com/warmpath/warmpath/tools/cmd/vllm-sim"
+	routerPkg = "github.com/warmpath/warmpath/services/router/cmd/router"
+	simModel  = "sim-model"
 )
 
-// simBinary builds tools/cmd/vllm-sim once per test binary: the router is
-// tested against the real simulator process, not a stand-in.
-func simBinary(t *testing.T) string {
-	t.Helper()
-	simOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "router-test-sim")
-		if err != nil {
-			simErr = err
-			return
-		}
-		simBin = filepath.Join(dir, "vllm-sim")
-		cmd := exec.Command("go", "build", "-o", simBin, "github.com/warmpath/warmpath/tools/cmd/vllm-sim")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			simErr = fmt.Errorf("build vllm-sim: %v\n%s", err, out)
-		}
-	})
-	if simErr != nil {
-		t.Fatal(simErr)
+func TestMain(m *testing.M) {
+	// Every simulated worker hashes blocks from the same seed, as vLLM
+	// workers of one deployment do (the L2 test's chunk hashes assume 0).
+	if err := os.Setenv("PYTHONHASHSEED", "0"); err != nil {
+		panic(err)
 	}
-	return simBin
+	harness.Main(m)
 }
 
-// worker is a vllm-sim process on loopback.
+// worker is a vllm-sim process on loopback (proc nil: a spy in front of one).
 type worker struct {
 	url  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *harness.Process
 }
 
 func freePort(t *testing.T) int {
@@ -84,53 +63,39 @@ func startWorkerOn(t *testing.T, port int, args ...string) *worker {
 	t.Helper()
 	all := append([]string{"--host", "127.0.0.1", "--port", strconv.Itoa(port), "--model", simModel,
 		"--time-scale", "20", "--max-model-len", "16384", "--num-gpu-blocks-override", "4096", "--log-level", "warn"}, args...)
-	cmd := exec.Command(simBinary(t), all...)
-	cmd.Env = append(os.Environ(), "PYTHONHASHSEED=0")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := &worker{url: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			t.Logf("sim %d: %s", port, sc.Text())
-		}
-	}()
-	go func() { _ = cmd.Wait(); close(w.done) }()
-	t.Cleanup(w.kill)
+	w := &worker{url: fmt.Sprintf("http://127.0.0.1:%d", port), proc: harness.StartProcess(t.Context(), t, harness.Binary(t, simPkg), all...)}
+	waitUp(t, w.proc, http.DefaultClient, w.url+"/health")
+	return w
+}
+
+// waitUp waits until url answers 200, failing the test if p exits first.
+func waitUp(t *testing.T, p *harness.Process, c *http.Client, url string) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		select {
-		case <-w.done:
-			t.Fatalf("vllm-sim on %d exited before becoming healthy (see its log above)", port)
+		case <-p.Done():
+			t.Fatalf("the process serving %s exited before answering (its output follows)", url)
 		default:
 		}
-		resp, err := http.Get(w.url + "/health")
+		resp, err := c.Get(url)
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return w
+			if resp.StatusCode == http.StatusOK {
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("vllm-sim on %d not healthy: %v", port, err)
+			t.Fatalf("%s not up after 15s: %v", url, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 func (w *worker) kill() {
-	if w.cmd == nil {
-		return
+	if w.proc != nil {
+		w.proc.Kill()
 	}
-	select {
-	case <-w.done:
-		return
-	default:
-	}
-	_ = w.cmd.Process.Signal(syscall.SIGKILL)
-	<-w.done
 }
 
 // metric sums the samples of one family in the worker's /metrics.
@@ -141,14 +106,10 @@ func (w *worker) metric(t *testing.T, name string) float64 {
 
 func scrape(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := getBody(t, url)
 	// name may carry leading labels, e.g. `x_total{code="504"`: labels
-	// are exposed in sorted order, so a prefix match selects the series.
+	// are exposed in sorted order, so a prefix match selects the series
+	// (harness.SumSamples wants every label).
 	prefixes := []string{name + "{", name + " "}
 	if strings.Contains(name, "{") {
 		prefixes = []string{strings.TrimSuffix(name, "}")}
@@ -171,86 +132,143 @@ func scrape(t *testing.T, url, name string) float64 {
 	return sum
 }
 
-// router is an in-process router on loopback.
+// router is a router process on loopback.
 type router struct {
-	app  *App
-	url  string
-	stop func() error
+	url    string
+	client *http.Client // trusts the router's certificate, when it serves TLS
+	proc   *harness.Process
 }
 
-// shutdown stops the router as SIGTERM would and waits for Run to return.
-func shutdown(t *testing.T, r *router) {
+// startRouter runs the router over workers with args after the defaults
+// below (a flag given twice takes its last value) and waits until every worker
+// is ready. The process is killed when the test ends.
+func startRouter(t *testing.T, workers []*worker, args ...string) *router {
 	t.Helper()
-	if err := r.stop(); err != nil {
-		t.Errorf("router Run: %v", err)
-	}
+	return startRouterOn(t, "http", http.DefaultClient, workers, args...)
 }
 
-type routerOpt func(*Options)
-
-func startRouter(t *testing.T, workers []*worker, opts ...routerOpt) *router {
+// startRouterOn is startRouter reached with scheme and client (https and a
+// client trusting its certificate, for a router serving TLS).
+func startRouterOn(t *testing.T, scheme string, client *http.Client, workers []*worker, args ...string) *router {
 	t.Helper()
 	urls := make([]string, len(workers))
 	for i, w := range workers {
 		urls[i] = w.url
 	}
-	src, err := discovery.Static(urls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := Options{
-		Discovery: src,
-		Routing:   strategy.Defaults(),
-		Limits:    limiter.Config{MaxQueue: 1024},
-		Proxy:     proxy.Config{MaxRetries: 2, PanicPercent: 50}, // as cmd/router's flags
-		Probe:     probe.Config{HealthInterval: 50 * time.Millisecond, ScrapeInterval: 50 * time.Millisecond, Timeout: time.Second},
-	}
-	o.Proxy.Ejection.ConsecutiveFailures = 3
-	o.Proxy.Ejection.BaseDuration = 200 * time.Millisecond
-	o.Proxy.Ejection.MaxDuration = time.Second
-	o.Proxy.Ejection.MaxEjectedPercent = 50
-	for _, f := range opts {
-		f(&o)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a, err := New(ctx, o)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx, ln, 5*time.Second) }()
-	var once sync.Once
-	var runErr error
-	scheme := "http://"
-	if o.TLS != nil {
-		scheme = "https://"
-	}
-	r := &router{app: a, url: scheme + ln.Addr().String(), stop: func() error {
-		once.Do(func() {
-			cancel()
-			runErr = <-done
-		})
-		return runErr
-	}}
-	t.Cleanup(func() { shutdown(t, r) })
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	// Fast probes and short ejections, so the tests see workers come and
+	// go within a second.
+	all := append([]string{"--listen", addr, "--workers", strings.Join(urls, ","),
+		"--log-level", "warn", "--log-format", "text",
+		"--health-interval", "50ms", "--scrape-interval", "50ms", "--probe-timeout", "1s",
+		"--eject-after", "3", "--eject-base", "200ms", "--eject-max", "1s", "--eject-max-percent", "50",
+		"--shutdown-grace", "5s"}, args...)
+	r := &router{url: scheme + "://" + addr, client: client, proc: harness.StartProcess(t.Context(), t, harness.Binary(t, routerPkg), all...)}
+	waitUp(t, r.proc, client, r.url+"/health")
 	r.waitWorkers(t, len(workers))
 	return r
 }
 
-// waitWorkers waits until n workers are healthy with known models.
+// shutdown stops the router as Kubernetes does, with SIGTERM, and waits
+// for it to exit.
+func shutdown(t *testing.T, r *router) {
+	t.Helper()
+	if err := r.proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	select {
+	case <-r.proc.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("router still running 15s after SIGTERM")
+	}
+	if err := r.proc.Wait(); err != nil {
+		t.Errorf("router exit: %v", err)
+	}
+}
+
+// endpoint is one worker in /debug/endpoints.
+type endpoint struct {
+	URL          string     `json:"url"`
+	Healthy      bool       `json:"healthy"`
+	EjectedUntil *time.Time `json:"ejectedUntil"`
+	InFlight     int        `json:"inFlight"`
+	Models       []string   `json:"models"`
+	NumGPUBlocks int        `json:"numGpuBlocks"`
+	// KV is set when the router subscribes to the worker's KV events.
+	KV *struct {
+		Blocks map[string]int `json:"blocks"` // per tier: gpu, cpu, l2
+		Events struct {
+			Connected bool   `json:"connected"`
+			Batches   uint64 `json:"batches"`
+			Restarts  uint64 `json:"restarts"`
+		} `json:"events"`
+	} `json:"kv"`
+}
+
+// available is the pool's Available: healthy and not ejected.
+func (e endpoint) available() bool { return e.Healthy && e.EjectedUntil == nil }
+
+// gpuBlocks is the kvaware index's GPU blocks of the worker.
+func (e endpoint) gpuBlocks() int {
+	if e.KV == nil {
+		return 0
+	}
+	return e.KV.Blocks["gpu"]
+}
+
+// endpoints reads /debug/endpoints.
+func (r *router) endpoints(t *testing.T) []endpoint {
+	t.Helper()
+	var d struct {
+		Endpoints []endpoint `json:"endpoints"`
+	}
+	if err := json.Unmarshal(r.get(t, "/debug/endpoints"), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d.Endpoints
+}
+
+// endpoint is the worker at url in /debug/endpoints.
+func (r *router) endpoint(t *testing.T, url string) endpoint {
+	t.Helper()
+	eps := r.endpoints(t)
+	if i := slices.IndexFunc(eps, func(e endpoint) bool { return e.URL == url }); i >= 0 {
+		return eps[i]
+	}
+	t.Fatalf("/debug/endpoints lacks %s", url)
+	return endpoint{}
+}
+
+// inFlight is each worker's requests in flight at the router, from
+// /debug/endpoints; it does not fail the test, so samplers may call it
+// from their own goroutines.
+func (r *router) inFlight() (map[string]int, error) {
+	resp, err := r.client.Get(r.url + "/debug/endpoints")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Endpoints []endpoint `json:"endpoints"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		return nil, fmt.Errorf("/debug/endpoints: %w", err)
+	}
+	out := make(map[string]int, len(d.Endpoints))
+	for _, ep := range d.Endpoints {
+		out[ep.URL] = ep.InFlight
+	}
+	return out, nil
+}
+
+// waitWorkers waits until n workers are available with known models.
 func (r *router) waitWorkers(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ready := 0
-		for _, ep := range r.app.Pool().All() {
-			if ep.Available() && ep.Serves(simModel) && ep.Stats().NumGPUBlocks > 0 {
+		for _, ep := range r.endpoints(t) {
+			if ep.available() && slices.Contains(ep.Models, simModel) && ep.NumGPUBlocks > 0 {
 				ready++
 			}
 		}
@@ -262,6 +280,35 @@ func (r *router) waitWorkers(t *testing.T, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// get GETs path from the router and returns the body of its 200.
+func (r *router) get(t *testing.T, path string) []byte {
+	t.Helper()
+	resp, err := r.client.Get(r.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, b)
+	}
+	return b
+}
+
+func getBody(t *testing.T, url string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return b
 }
 
 func post(t *testing.T, url, body string, headers ...string) (*http.Response, []byte) {
@@ -295,7 +342,7 @@ func serveSpy(t *testing.T, h *http.Server) *worker {
 	}
 	go func() { _ = h.Serve(ln) }()
 	t.Cleanup(func() { _ = h.Close() })
-	return &worker{url: "http://" + ln.Addr().String(), done: make(chan struct{})}
+	return &worker{url: "http://" + ln.Addr().String()}
 }
 
 // proxyTo forwards req to target (a minimal pass-through for the spy).
