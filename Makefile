@@ -156,7 +156,7 @@ bench-router: ## router vs nginx: added latency and max RPS -> bench/results/rou
 
 .PHONY: bench-index
 bench-index: ## kvaware index: ingest rate, lookup latency, bytes per block -> bench/results/kv_index.json
-	cd services/router && $(GO) run ./tools/bench-index --out $(CURDIR)/bench/results/kv_index.json
+	$(GO) run ./tools/cmd/bench-index --out bench/results/kv_index.json
 
 .PHONY: bench-l2
 bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> bench/results/l2_throughput.json
