@@ -4,7 +4,7 @@
 package router
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -106,7 +106,7 @@ func (w *worker) metric(t *testing.T, name string) float64 {
 
 func scrape(t *testing.T, url, name string) float64 {
 	t.Helper()
-	body := getBody(t, url)
+	body := getBody(t, http.DefaultClient, url)
 	// name may carry leading labels, e.g. `x_total{code="504"`: labels
 	// are exposed in sorted order, so a prefix match selects the series
 	// (harness.SumSamples wants every label).
@@ -187,45 +187,16 @@ func shutdown(t *testing.T, r *router) {
 }
 
 // endpoint is one worker in /debug/endpoints.
-type endpoint struct {
-	URL          string     `json:"url"`
-	Healthy      bool       `json:"healthy"`
-	EjectedUntil *time.Time `json:"ejectedUntil"`
-	InFlight     int        `json:"inFlight"`
-	Models       []string   `json:"models"`
-	NumGPUBlocks int        `json:"numGpuBlocks"`
-	// KV is set when the router subscribes to the worker's KV events.
-	KV *struct {
-		Blocks map[string]int `json:"blocks"` // per tier: gpu, cpu, l2
-		Events struct {
-			Connected bool   `json:"connected"`
-			Batches   uint64 `json:"batches"`
-			Restarts  uint64 `json:"restarts"`
-		} `json:"events"`
-	} `json:"kv"`
-}
-
-// available is the pool's Available: healthy and not ejected.
-func (e endpoint) available() bool { return e.Healthy && e.EjectedUntil == nil }
-
-// gpuBlocks is the kvaware index's GPU blocks of the worker.
-func (e endpoint) gpuBlocks() int {
-	if e.KV == nil {
-		return 0
-	}
-	return e.KV.Blocks["gpu"]
-}
+type endpoint = harness.RouterEndpoint
 
 // endpoints reads /debug/endpoints.
 func (r *router) endpoints(t *testing.T) []endpoint {
 	t.Helper()
-	var d struct {
-		Endpoints []endpoint `json:"endpoints"`
-	}
-	if err := json.Unmarshal(r.get(t, "/debug/endpoints"), &d); err != nil {
+	eps, err := harness.RouterEndpoints(context.Background(), r.client, r.url)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return d.Endpoints
+	return eps
 }
 
 // endpoint is the worker at url in /debug/endpoints.
@@ -243,19 +214,12 @@ func (r *router) endpoint(t *testing.T, url string) endpoint {
 // /debug/endpoints; it does not fail the test, so samplers may call it
 // from their own goroutines.
 func (r *router) inFlight() (map[string]int, error) {
-	resp, err := r.client.Get(r.url + "/debug/endpoints")
+	eps, err := harness.RouterEndpoints(context.Background(), r.client, r.url)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	var d struct {
-		Endpoints []endpoint `json:"endpoints"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		return nil, fmt.Errorf("/debug/endpoints: %w", err)
-	}
-	out := make(map[string]int, len(d.Endpoints))
-	for _, ep := range d.Endpoints {
+	out := make(map[string]int, len(eps))
+	for _, ep := range eps {
 		out[ep.URL] = ep.InFlight
 	}
 	return out, nil
@@ -268,7 +232,7 @@ func (r *router) waitWorkers(t *testing.T, n int) {
 	for {
 		ready := 0
 		for _, ep := range r.endpoints(t) {
-			if ep.available() && slices.Contains(ep.Models, simModel) && ep.NumGPUBlocks > 0 {
+			if ep.InRotation() && slices.Contains(ep.Models, simModel) && ep.NumGPUBlocks > 0 {
 				ready++
 			}
 		}
@@ -285,28 +249,20 @@ func (r *router) waitWorkers(t *testing.T, n int) {
 // get GETs path from the router and returns the body of its 200.
 func (r *router) get(t *testing.T, path string) []byte {
 	t.Helper()
-	resp, err := r.client.Get(r.url + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v %s", path, resp.StatusCode, err, b)
-	}
-	return b
+	return getBody(t, r.client, r.url+path)
 }
 
-func getBody(t *testing.T, url string) []byte {
+// getBody GETs url with c and returns the body of its 200.
+func getBody(t *testing.T, c *http.Client, url string) []byte {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+		t.Fatalf("GET %s: %d %v %s", url, resp.StatusCode, err, b)
 	}
 	return b
 }

@@ -194,7 +194,7 @@ func indexed(t *testing.T, r *router) int {
 	t.Helper()
 	n := 0
 	for _, ep := range r.endpoints(t) {
-		if ep.gpuBlocks() > 0 {
+		if ep.KV.Blocks["gpu"] > 0 {
 			n++
 		}
 	}
@@ -234,14 +234,14 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 	}
 	sendAll(t, r.url+"/v1/completions", []string{body(long("before"))})
 	waitIndexed(t, r, 1)
-	before := r.endpoint(t, w.url).gpuBlocks()
+	before := r.endpoint(t, w.url).KV.Blocks["gpu"]
 
 	w.kill()
 	w2 := startEventWorker(t, port, "map")
 	// Short, but a few full blocks: the new process publishes from seq 0.
 	after := long("after")[:400]
 	deadline := time.Now().Add(10 * time.Second)
-	for restarts(t, r, w2.url) == 0 {
+	for r.endpoint(t, w2.url).KV.Events.Restarts == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no restart detected: %s", r.get(t, "/debug/endpoints"))
 		}
@@ -253,19 +253,9 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if after := r.endpoint(t, w2.url).gpuBlocks(); after >= before {
+	if after := r.endpoint(t, w2.url).KV.Blocks["gpu"]; after >= before {
 		t.Fatalf("GPU blocks %d after the restart, want fewer than the %d the old process had", after, before)
 	}
-}
-
-// restarts is how many restarts the router has seen of the worker at url
-// (a new process, its event sequence started again).
-func restarts(t *testing.T, r *router, url string) uint64 {
-	t.Helper()
-	if ep := r.endpoint(t, url); ep.KV != nil {
-		return ep.KV.Events.Restarts
-	}
-	return 0
 }
 
 // TestKVAwareDeadWorkerDropsIndex: a worker whose health probes fail (it
@@ -283,7 +273,7 @@ func TestKVAwareDeadWorkerDropsIndex(t *testing.T) {
 	w.kill()
 	testwait.For(t, 5*time.Second, "the router to see the worker unhealthy", func() bool { return !r.endpoint(t, w.url).Healthy })
 	testwait.For(t, time.Second, "the dead worker's blocks to be dropped", func() bool {
-		return r.endpoint(t, w.url).gpuBlocks() == 0
+		return r.endpoint(t, w.url).KV.Blocks["gpu"] == 0
 	})
 	// What /debug/kv/held shows of it, the subscription's own state, too.
 	var held struct {
@@ -309,7 +299,7 @@ func TestKVAwareBindRestartDropsIndex(t *testing.T) {
 	// PUB socket drops what it publishes before then: send new documents
 	// until its blocks are indexed.
 	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; r.endpoint(t, w.url).gpuBlocks() == 0; i++ {
+	for i := 0; r.endpoint(t, w.url).KV.Blocks["gpu"] == 0; i++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("the worker's blocks were never indexed: %s", r.get(t, "/debug/endpoints"))
 		}
@@ -321,9 +311,9 @@ func TestKVAwareBindRestartDropsIndex(t *testing.T) {
 
 	w.kill()
 	w2 := startWorkerOn(t, port, "--kv-events-config", cfg)
-	testwait.For(t, 20*time.Second, "the router to see the new process healthy", func() bool { return r.endpoint(t, w2.url).available() })
+	testwait.For(t, 20*time.Second, "the router to see the new process healthy", func() bool { return r.endpoint(t, w2.url).InRotation() })
 	testwait.For(t, 5*time.Second, "the old process's blocks to be dropped", func() bool {
-		return r.endpoint(t, w2.url).gpuBlocks() == 0
+		return r.endpoint(t, w2.url).KV.Blocks["gpu"] == 0
 	})
 	if got := scrape(t, r.url+"/metrics", "warmpath_router_worker_restarts_total"); got < 1 {
 		t.Errorf("worker_restarts_total = %v, want ≥ 1", got)

@@ -195,7 +195,7 @@ func TestNoHealthyWorker(t *testing.T) {
 	r := startRouter(t, []*worker{w})
 	w.kill()
 	deadline := time.Now().Add(5 * time.Second)
-	for r.endpoint(t, w.url).available() {
+	for r.endpoint(t, w.url).InRotation() {
 		if time.Now().After(deadline) {
 			t.Fatal("dead worker still available after 5s")
 		}
