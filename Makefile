@@ -112,7 +112,8 @@ test-unit: ## go test (with -race where a C compiler exists) over every module b
 
 .PHONY: test-integration
 test-integration: ## testcontainers suites in tests/ (needs Docker)
-	@# redis-server: the faults suite packages it into a FROM-scratch image.
+	@# redis-server: the faults suite packages it into a FROM-scratch image, and
+	@# tests/router shares a kvaware index through one; promtool checks expositions.
 	@scripts/install-tools.sh promtool redis
 	@docker info >/dev/null 2>&1 || { echo "test-integration: Docker is not reachable" >&2; exit 1; }
 	@# -count=1: the suites build binaries from the tree in a subprocess, which
@@ -155,7 +156,7 @@ bench-router: ## router vs nginx: added latency and max RPS -> bench/results/rou
 
 .PHONY: bench-index
 bench-index: ## kvaware index: ingest rate, lookup latency, bytes per block -> bench/results/kv_index.json
-	cd services/router && $(GO) run ./tools/bench-index --out $(CURDIR)/bench/results/kv_index.json
+	$(GO) run ./tools/cmd/bench-index --out bench/results/kv_index.json
 
 .PHONY: bench-l2
 bench-l2: ## cache server vs Redis vs a raw TCP ceiling, 4 and 32 MiB values -> bench/results/l2_throughput.json

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,7 +172,7 @@ func startStackWith(t *testing.T, nw *harness.Network, o stackOpts) *stack {
 	s.waitRotation(t, 30*time.Second, func(eps map[string]endpoint) error {
 		for _, u := range s.urls {
 			ep, ok := eps[u]
-			if !ok || !ep.inRotation() || !slices.Contains(ep.Models, model) {
+			if !ok || !ep.InRotation() || !slices.Contains(ep.Models, model) {
 				return fmt.Errorf("worker %s: %+v", u, ep)
 			}
 		}
@@ -191,45 +192,18 @@ func (s *stack) setBase(u string) { s.base.Store(&u) }
 func (s *stack) url() string      { return *s.base.Load() }
 
 // endpoint is one worker in the router's GET /debug/endpoints.
-type endpoint struct {
-	URL          string     `json:"url"`
-	Healthy      bool       `json:"healthy"`
-	EjectedUntil *time.Time `json:"ejectedUntil"`
-	InFlight     int        `json:"inFlight"`
-	Models       []string   `json:"models"`
-	// KV is the worker's KV-event stream as the router saw it.
-	KV struct {
-		Events struct {
-			Gaps     uint64 `json:"gaps"`
-			Replays  uint64 `json:"replays"`
-			Lost     uint64 `json:"lostBatches"`
-			Restarts uint64 `json:"restarts"`
-		} `json:"events"`
-	} `json:"kv"`
-}
-
-// inRotation says the router would route to the worker: healthy and not
-// ejected.
-func (e endpoint) inRotation() bool {
-	return e.Healthy && (e.EjectedUntil == nil || !e.EjectedUntil.After(time.Now()))
-}
+type endpoint = harness.RouterEndpoint
 
 // endpoints returns the router's workers by URL.
 func (s *stack) endpoints(ctx context.Context) (map[string]endpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	b, err := harness.GetBody(ctx, s.url()+"/debug/endpoints")
+	eps, err := harness.RouterEndpoints(ctx, http.DefaultClient, s.url())
 	if err != nil {
 		return nil, err
 	}
-	var v struct {
-		Endpoints []endpoint `json:"endpoints"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, err
-	}
-	m := make(map[string]endpoint, len(v.Endpoints))
-	for _, e := range v.Endpoints {
+	m := make(map[string]endpoint, len(eps))
+	for _, e := range eps {
 		m[e.URL] = e
 	}
 	return m, nil
@@ -257,7 +231,7 @@ func (s *stack) waitRotation(t *testing.T, limit time.Duration, cond func(map[st
 // outOfRotation accepts endpoints where worker is gone, unhealthy or ejected.
 func outOfRotation(worker string) func(map[string]endpoint) error {
 	return func(eps map[string]endpoint) error {
-		if ep, ok := eps[worker]; ok && ep.inRotation() {
+		if ep, ok := eps[worker]; ok && ep.InRotation() {
 			return fmt.Errorf("worker %s still in rotation", worker)
 		}
 		return nil
@@ -267,7 +241,7 @@ func outOfRotation(worker string) func(map[string]endpoint) error {
 // inRotation accepts endpoints where worker is healthy and not ejected.
 func inRotation(worker string) func(map[string]endpoint) error {
 	return func(eps map[string]endpoint) error {
-		if ep, ok := eps[worker]; !ok || !ep.inRotation() {
+		if ep, ok := eps[worker]; !ok || !ep.InRotation() {
 			return fmt.Errorf("worker %s not in rotation: %+v", worker, ep)
 		}
 		return nil

@@ -3,15 +3,25 @@ package harness
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 )
 
+// Process is a process StartProcess started, for suites that stop it
+// themselves: a worker killed mid-test, a router sent SIGTERM to check its
+// shutdown.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // cmd.Wait's, once done is closed
+}
+
 // StartProcess runs bin with args until the test ends (or ctx does), and
 // writes its output into the test log if the test failed.
-func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string) {
+func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	logs := &lockedBuffer{}
@@ -19,13 +29,40 @@ func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	// One goroutine waits, so Kill, Wait and the cleanup may each be
+	// called in any order and any number of times.
+	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		p.Kill()
 		if out := logs.String(); t.Failed() && out != "" {
 			t.Logf("%s output:\n%.4000s", filepath.Base(bin), out)
 		}
 	})
+	return p
+}
+
+// Done is closed once the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Signal sends sig to the process (an error once it has exited).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits for the process to exit and returns how it did (nil: status 0).
+func (p *Process) Wait() error {
+	<-p.done
+	return p.err
+}
+
+// Kill ends the process at once and waits for it.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
 }
 
 // lockedBuffer is a bytes.Buffer the process' output may be written to

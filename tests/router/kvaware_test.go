@@ -1,4 +1,4 @@
-package app
+package router
 
 import (
 	"cmp"
@@ -18,10 +18,6 @@ import (
 
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/libs/testwait"
-	"github.com/warmpath/warmpath/services/router/internal/kvsub"
-	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
-	"github.com/warmpath/warmpath/services/router/kvindex"
-	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // freePortRun returns a port p with p, p+1 and p+2 free on every interface:
@@ -55,9 +51,15 @@ func startEventWorker(t *testing.T, port int, encoding string, args ...string) *
 	return startWorkerOn(t, port, append([]string{"--kv-events-config", cfg, "--kv-events-encoding", encoding}, args...)...)
 }
 
-// kvEvents points a router at startEventWorker's sockets.
-func kvEvents(o *Options) {
-	o.KVEvents = kvsub.Config{Endpoint: "tcp://{host}:{port+1}", ReplayEndpoint: "tcp://{host}:{port+2}"}
+// kvEvents are the router flags pointing it at startEventWorker's sockets.
+func kvEvents() []string {
+	return []string{"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}"}
+}
+
+// kvBind are the router flags binding the one SUB socket workers connect
+// to (vLLM's other topology), replaying from each worker's port+2.
+func kvBind(port int) []string {
+	return []string{"--kv-events-bind", fmt.Sprintf("tcp://127.0.0.1:%d", port), "--kv-events-replay-endpoint", "tcp://{host}:{port+2}"}
 }
 
 // sendAll posts bodies with a few clients at once and fails on non-200.
@@ -127,7 +129,7 @@ func TestKVAwareSeesWhatItDidNotRoute(t *testing.T) {
 			}
 			ws[i] = startEventWorker(t, freePortRun(t), enc, "--time-scale", "20")
 		}
-		placer := startRouter(t, ws, func(o *Options) { o.Routing.Name = "roundrobin" })
+		placer := startRouter(t, ws, "--strategy", "roundrobin")
 		var warm, warmChat []string
 		for g := range groups {
 			warm = append(warm, completion(g, 0))
@@ -136,7 +138,7 @@ func TestKVAwareSeesWhatItDidNotRoute(t *testing.T) {
 		sendAll(t, placer.url+"/v1/completions", warm)
 		sendAll(t, placer.url+"/v1/chat/completions", warmChat)
 
-		r = startRouter(t, ws, kvEvents, func(o *Options) { o.Routing.Name = strategyName })
+		r = startRouter(t, ws, append(kvEvents(), "--strategy", strategyName)...)
 		if strategyName == "kvaware" {
 			waitIndexed(t, r, len(ws))
 		}
@@ -177,21 +179,26 @@ func waitIndexed(t *testing.T, r *router, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := r.app.index.Stats()
-		have := 0
-		for _, b := range st.Blocks {
-			if b[0] > 0 {
-				have++
-			}
-		}
-		if have >= n {
+		if indexed(t, r) >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("index holds blocks of %d workers after 10s, want %d: %+v; streams %+v", have, n, st, r.app.kvsubs.Health())
+			t.Fatalf("index holds blocks of %d workers after 10s, want %d: %s", indexed(t, r), n, r.get(t, "/debug/endpoints"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// indexed counts the workers of whom the router's index holds GPU blocks.
+func indexed(t *testing.T, r *router) int {
+	t.Helper()
+	n := 0
+	for _, ep := range r.endpoints(t) {
+		if ep.KV.Blocks["gpu"] > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // waitEventsApplied waits until r has applied every event batch each of ws
@@ -213,7 +220,7 @@ func waitEventsApplied(t *testing.T, r *router, ws []*worker) {
 func TestKVAwareWorkerRestart(t *testing.T) {
 	port := freePortRun(t)
 	w := startEventWorker(t, port, "map")
-	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) { o.Routing.Name = "kvaware" })
+	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware")...)
 	body := func(s string) string {
 		b, _ := json.Marshal(map[string]any{"model": simModel, "prompt": s, "max_tokens": 2})
 		return string(b)
@@ -227,16 +234,16 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 	}
 	sendAll(t, r.url+"/v1/completions", []string{body(long("before"))})
 	waitIndexed(t, r, 1)
-	before := r.app.index.Stats().Blocks[w.url][0]
+	before := r.endpoint(t, w.url).KV.Blocks["gpu"]
 
 	w.kill()
 	w2 := startEventWorker(t, port, "map")
 	// Short, but a few full blocks: the new process publishes from seq 0.
 	after := long("after")[:400]
 	deadline := time.Now().Add(10 * time.Second)
-	for r.app.kvsubs.Health()[w2.url].Restarts == 0 {
+	for r.endpoint(t, w2.url).KV.Events.Restarts == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no restart detected; streams %+v", r.app.kvsubs.Health())
+			t.Fatalf("no restart detected: %s", r.get(t, "/debug/endpoints"))
 		}
 		// Until the router sees the new process healthy (the dead one may
 		// have been ejected) a request can get 503; only the restart
@@ -246,7 +253,7 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if after := r.app.index.Stats().Blocks[w2.url][0]; after >= before {
+	if after := r.endpoint(t, w2.url).KV.Blocks["gpu"]; after >= before {
 		t.Fatalf("GPU blocks %d after the restart, want fewer than the %d the old process had", after, before)
 	}
 }
@@ -257,21 +264,23 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 // /debug/kv/held must not say otherwise.
 func TestKVAwareDeadWorkerDropsIndex(t *testing.T) {
 	w := startEventWorker(t, freePortRun(t), "map")
-	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) { o.Routing.Name = "kvaware" })
+	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware")...)
 	doc, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
 		"prompt": strings.Repeat("a document the worker caches. ", 60)})
 	sendAll(t, r.url+"/v1/completions", []string{string(doc)})
 	waitIndexed(t, r, 1)
-	ep := r.app.Pool().Get(w.url)
 
 	w.kill()
-	testwait.For(t, 5*time.Second, "the router to see the worker unhealthy", func() bool { return !ep.Healthy() })
+	testwait.For(t, 5*time.Second, "the router to see the worker unhealthy", func() bool { return !r.endpoint(t, w.url).Healthy })
 	testwait.For(t, time.Second, "the dead worker's blocks to be dropped", func() bool {
-		return r.app.index.Stats().Blocks[w.url][kvindex.GPU] == 0
+		return r.endpoint(t, w.url).KV.Blocks["gpu"] == 0
 	})
 	// What /debug/kv/held shows of it, the subscription's own state, too.
-	if held, ok := r.app.kvsubs.Held(w.url, kvindex.GPU); !ok || len(held) != 0 {
-		t.Errorf("/debug/kv/held: %d GPU blocks (state %v) after the worker died, want 0", len(held), ok)
+	var held struct {
+		Hashes []uint64 `json:"hashes"`
+	}
+	if err := json.Unmarshal(r.get(t, "/debug/kv/held?tier=gpu&worker="+w.url), &held); err != nil || len(held.Hashes) != 0 {
+		t.Errorf("/debug/kv/held: %d GPU blocks (%v) after the worker died, want 0", len(held.Hashes), err)
 	}
 }
 
@@ -285,17 +294,14 @@ func TestKVAwareBindRestartDropsIndex(t *testing.T) {
 	port := freePortRun(t)
 	cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://*:%d","topic":"kv@127.0.0.1:%d@%s"}`, bind, port+2, port, simModel)
 	w := startWorkerOn(t, port, "--kv-events-config", cfg)
-	r := startRouter(t, []*worker{w}, func(o *Options) {
-		o.Routing.Name = "kvaware"
-		o.KVEvents = kvsub.Config{Bind: fmt.Sprintf("tcp://127.0.0.1:%d", bind), ReplayEndpoint: "tcp://{host}:{port+2}"}
-	})
+	r := startRouter(t, []*worker{w}, append(kvBind(bind), "--strategy", "kvaware")...)
 	// The worker connects to the router's socket with a backoff, and a
 	// PUB socket drops what it publishes before then: send new documents
 	// until its blocks are indexed.
 	deadline := time.Now().Add(20 * time.Second)
-	for i := 0; r.app.index.Stats().Blocks[w.url][kvindex.GPU] == 0; i++ {
+	for i := 0; r.endpoint(t, w.url).KV.Blocks["gpu"] == 0; i++ {
 		if time.Now().After(deadline) {
-			t.Fatalf("the worker's blocks were never indexed; streams %+v", r.app.kvsubs.Health())
+			t.Fatalf("the worker's blocks were never indexed: %s", r.get(t, "/debug/endpoints"))
 		}
 		doc, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
 			"prompt": strings.Repeat(fmt.Sprintf("document %d, which the worker caches. ", i), 40)})
@@ -305,57 +311,13 @@ func TestKVAwareBindRestartDropsIndex(t *testing.T) {
 
 	w.kill()
 	w2 := startWorkerOn(t, port, "--kv-events-config", cfg)
-	ep := r.app.Pool().Get(w2.url)
-	testwait.For(t, 20*time.Second, "the router to see the new process healthy", ep.Available)
+	testwait.For(t, 20*time.Second, "the router to see the new process healthy", func() bool { return r.endpoint(t, w2.url).InRotation() })
 	testwait.For(t, 5*time.Second, "the old process's blocks to be dropped", func() bool {
-		return r.app.index.Stats().Blocks[w2.url][kvindex.GPU] == 0
+		return r.endpoint(t, w2.url).KV.Blocks["gpu"] == 0
 	})
 	if got := scrape(t, r.url+"/metrics", "warmpath_router_worker_restarts_total"); got < 1 {
 		t.Errorf("worker_restarts_total = %v, want ≥ 1", got)
 	}
-}
-
-// TestLocalTokenizerMatchesWorker: the in-process BPE tokenizer gives the
-// ids vllm-sim's /tokenize gives (the simulator runs cl100k_base).
-func TestLocalTokenizerMatchesWorker(t *testing.T) {
-	w := startWorker(t, "--tokenizer", "cl100k_base")
-	local, err := tokenizer.ParseLocal(simModel + "=cl100k_base")
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := tokenizer.New(tokenizer.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, prompt := range []string{
-		"Hello, world!",
-		"  leading spaces and\ttabs\nnew lines",
-		"numbers 1234567890 and 3.14159",
-		"unicode: naïve café — 日本語 🚀",
-		strings.Repeat("a long shared document sentence. ", 200),
-	} {
-		res, err := remote.Tokenize(context.Background(), w.url, &strategy.Request{Model: simModel, Prompt: prompt})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := res.IDs
-		got, ok, err := local.Encode(simModel, prompt)
-		if err != nil || !ok {
-			t.Fatalf("local encode: ok %v err %v", ok, err)
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("prompt %.30q: local %d ids, worker %d ids (first differ at %d)", prompt, len(got), len(want), firstDiff(got, want))
-		}
-	}
-}
-
-func firstDiff(a, b []uint32) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
 }
 
 // TestKVAwareBindTopology: the router binds one SUB socket and the workers
@@ -372,10 +334,7 @@ func TestKVAwareBindTopology(t *testing.T) {
 		cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://*:%d","topic":%q}`, bind, port+2, topic)
 		ws[i] = startWorkerOn(t, port, "--kv-events-config", cfg)
 	}
-	r := startRouter(t, ws, func(o *Options) {
-		o.Routing.Name = "kvaware"
-		o.KVEvents = kvsub.Config{Bind: fmt.Sprintf("tcp://127.0.0.1:%d", bind), ReplayEndpoint: "tcp://{host}:{port+2}"}
-	})
+	r := startRouter(t, ws, append(kvBind(bind), "--strategy", "kvaware")...)
 	var bodies []string
 	for g := range 6 {
 		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
@@ -387,12 +346,12 @@ func TestKVAwareBindTopology(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		sendAll(t, r.url+"/v1/completions", bodies)
-		st := r.app.index.Stats()
-		if len(st.Blocks) == 2 {
+		if indexed(t, r) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("index holds %d workers' blocks, want 2; streams %+v, unknown topics %d", len(st.Blocks), r.app.kvsubs.Health(), r.app.kvsubs.UnknownTopics())
+			t.Fatalf("index holds %d workers' blocks, want 2; unknown topics %v: %s", indexed(t, r),
+				scrape(t, r.url+"/metrics", "warmpath_router_kv_unknown_topic_messages_total"), r.get(t, "/debug/endpoints"))
 		}
 		time.Sleep(200 * time.Millisecond)
 		bodies = append(bodies[:0:0], bodies...)
@@ -400,8 +359,8 @@ func TestKVAwareBindTopology(t *testing.T) {
 			bodies[i] = strings.Replace(bodies[i], "line.", "line!", 1) // new prompts, new blocks
 		}
 	}
-	if n := r.app.kvsubs.UnknownTopics(); n != 0 {
-		t.Errorf("%d messages with unknown topics", n)
+	if n := scrape(t, r.url+"/metrics", "warmpath_router_kv_unknown_topic_messages_total"); n != 0 {
+		t.Errorf("%v messages with unknown topics", n)
 	}
 }
 
@@ -411,7 +370,7 @@ func TestKVAwareBindTopology(t *testing.T) {
 func TestKVAwareSharedRedisIndex(t *testing.T) {
 	redisURL := testredis.Start(t)
 	ws := []*worker{startEventWorker(t, freePortRun(t), "map"), startEventWorker(t, freePortRun(t), "positional")}
-	placer := startRouter(t, ws, func(o *Options) { o.Routing.Name = "roundrobin" })
+	placer := startRouter(t, ws, "--strategy", "roundrobin")
 	prompt := func(g, q int) string {
 		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
 			"prompt": strings.Repeat(fmt.Sprintf("group %d shared context line. ", g), 40) + fmt.Sprintf("Q%d?", q)})
@@ -423,12 +382,8 @@ func TestKVAwareSharedRedisIndex(t *testing.T) {
 		warm = append(warm, prompt(g, 0))
 	}
 	sendAll(t, placer.url+"/v1/completions", warm)
-	shared := func(o *Options) {
-		kvEvents(o)
-		o.Routing.Name = "kvaware"
-		o.KVIndexRedis = redisURL
-	}
-	r1, r2 := startRouter(t, ws, shared), startRouter(t, ws, shared)
+	shared := append(kvEvents(), "--strategy", "kvaware", "--kv-index-redis", redisURL)
+	r1, r2 := startRouter(t, ws, shared...), startRouter(t, ws, shared...)
 	waitIndexed(t, r1, len(ws))
 	waitIndexed(t, r2, len(ws))
 
@@ -494,8 +449,8 @@ func TestKVAwareSeesEvictions(t *testing.T) {
 			// every group prefix (about 700 tokens each) a worker holds.
 			ws[i] = startEventWorker(t, freePortRun(t), "map", "--num-gpu-blocks-override", "400", "--max-model-len", "4096", "--time-scale", "20")
 		}
-		r := startRouter(t, ws, kvEvents, func(o *Options) { o.Routing.Name = strategyName })
-		placer := startRouter(t, ws, func(o *Options) { o.Routing.Name = "roundrobin" })
+		r := startRouter(t, ws, append(kvEvents(), "--strategy", strategyName)...)
+		placer := startRouter(t, ws, "--strategy", "roundrobin")
 		if strategyName == "kvaware" {
 			waitIndexed(t, r, 0)
 		}

@@ -1,11 +1,10 @@
-package app
+package router
 
 import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/kvevents"
-	"github.com/warmpath/warmpath/services/router/internal/l2view"
 )
 
 // TestKVAwareCreditsTheL2View wires a fake cache server (a silent event
@@ -46,10 +44,8 @@ func TestKVAwareCreditsTheL2View(t *testing.T) {
 	port := pub.Addr().String()[strings.LastIndexByte(pub.Addr().String(), ':')+1:]
 
 	w := startEventWorker(t, freePortRun(t), "map", "--time-scale", "20")
-	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) {
-		o.Routing.Name = "kvaware"
-		o.L2 = l2view.Config{Endpoints: []l2view.Endpoint{{Events: "tcp://127.0.0.1:" + port, SnapshotURL: snap.URL}}, HashSeed: "0", ChunkTokens: 256}
-	})
+	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware",
+		"--l2-events-endpoints", "tcp://127.0.0.1:"+port, "--l2-snapshot-urls", snap.URL, "--l2-hash-seed", "0", "--l2-chunk-tokens", "256")...)
 
 	// The L2 holds the chunks of this prompt, as LMCache keys them.
 	var prompt strings.Builder
@@ -88,10 +84,13 @@ func TestKVAwareCreditsTheL2View(t *testing.T) {
 	for {
 		var d struct {
 			L2 struct {
-				Servers []l2view.Health `json:"servers"`
+				Servers []struct {
+					Connected bool `json:"connected"`
+					Chunks    int  `json:"chunks"`
+				} `json:"servers"`
 			} `json:"l2"`
 		}
-		body := getBody(t, r.url+"/debug/endpoints")
+		body := r.get(t, "/debug/endpoints")
 		if err := json.Unmarshal(body, &d); err != nil {
 			t.Fatal(err)
 		}
@@ -113,18 +112,4 @@ func TestKVAwareCreditsTheL2View(t *testing.T) {
 	if got := scrape(t, r.url+"/metrics", "warmpath_router_l2_chunks"); got != float64(len(chain)) {
 		t.Errorf("warmpath_router_l2_chunks = %v, want %d", got, len(chain))
 	}
-}
-
-func getBody(t *testing.T, url string) []byte {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
-	}
-	return b
 }

@@ -1,5 +1,5 @@
 //go:build !race
 
-package app
+package router
 
 const raceEnabled = false

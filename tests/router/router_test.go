@@ -1,4 +1,4 @@
-package app
+package router
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,8 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/warmpath/warmpath/libs/testwait"
-	"github.com/warmpath/warmpath/services/router/internal/apikeys"
-	"github.com/warmpath/warmpath/services/router/internal/limiter"
+	"github.com/warmpath/warmpath/tests/harness"
 )
 
 func client(r *router) openai.Client {
@@ -126,7 +124,7 @@ func TestOpenAIClientThroughRouter(t *testing.T) {
 
 func TestErrorCodes(t *testing.T) {
 	w := startWorker(t)
-	r := startRouter(t, []*worker{w}, func(o *Options) { o.Proxy.MaxBodyBytes = 1024 })
+	r := startRouter(t, []*worker{w}, "--max-body-bytes", "1024")
 	tests := []struct {
 		name, path, body string
 		want             int
@@ -182,11 +180,7 @@ func checkError(t *testing.T, resp *http.Response, body []byte, want int, param 
 
 func TestAPIKey(t *testing.T) {
 	w := startWorker(t)
-	keys, err := apikeys.New("s3cret", "", 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRouter(t, []*worker{w}, func(o *Options) { o.Proxy.APIKeys = keys })
+	r := startRouter(t, []*worker{w}, "--api-key", "s3cret")
 	body := `{"model":"` + simModel + `","prompt":"x","max_tokens":1}`
 	resp, b := post(t, r.url+"/v1/completions", body)
 	checkError(t, resp, b, 401, "")
@@ -201,7 +195,7 @@ func TestNoHealthyWorker(t *testing.T) {
 	r := startRouter(t, []*worker{w})
 	w.kill()
 	deadline := time.Now().Add(5 * time.Second)
-	for r.app.Pool().All()[0].Available() {
+	for r.endpoint(t, w.url).InRotation() {
 		if time.Now().After(deadline) {
 			t.Fatal("dead worker still available after 5s")
 		}
@@ -221,12 +215,9 @@ func TestNoHealthyWorker(t *testing.T) {
 
 func TestFailoverAndEjection(t *testing.T) {
 	a, b := startWorker(t), startWorker(t)
-	r := startRouter(t, []*worker{a, b}, func(o *Options) {
-		o.Routing.Name = "roundrobin"
-		// Slow health checks, so requests meet the dead worker before the
-		// active check notices.
-		o.Probe.HealthInterval = time.Hour
-	})
+	// Slow health checks, so requests meet the dead worker before the
+	// active check notices.
+	r := startRouter(t, []*worker{a, b}, "--strategy", "roundrobin", "--health-interval", "1h")
 	a.kill()
 	for i := range 6 {
 		resp, body := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"failover","max_tokens":1}`)
@@ -240,7 +231,7 @@ func TestFailoverAndEjection(t *testing.T) {
 	if got := scrape(t, r.url+"/metrics", "warmpath_router_ejections_total"); got < 1 {
 		t.Errorf("ejections_total = %v, want ≥ 1 after consecutive connect failures", got)
 	}
-	if !r.app.Pool().Get(a.url).Ejected() {
+	if r.endpoint(t, a.url).EjectedUntil == nil {
 		t.Error("dead worker not ejected")
 	}
 }
@@ -250,15 +241,12 @@ func TestTimeouts(t *testing.T) {
 	// about 0.4 s of wall time.
 	slow := startWorker(t, "--time-scale", "0.02")
 	t.Run("ttfb", func(t *testing.T) {
-		r := startRouter(t, []*worker{slow}, func(o *Options) { o.Proxy.TTFBTimeout = 100 * time.Millisecond })
+		r := startRouter(t, []*worker{slow}, "--ttfb-timeout", "100ms")
 		resp, body := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"slow","max_tokens":1}`)
 		checkError(t, resp, body, 504, "")
 	})
 	t.Run("idle between chunks", func(t *testing.T) {
-		r := startRouter(t, []*worker{slow}, func(o *Options) {
-			o.Proxy.TTFBTimeout = 10 * time.Second
-			o.Proxy.IdleTimeout = 150 * time.Millisecond
-		})
+		r := startRouter(t, []*worker{slow}, "--ttfb-timeout", "10s", "--idle-timeout", "150ms")
 		resp, err := http.Post(r.url+"/v1/completions", "application/json",
 			strings.NewReader(`{"model":"`+simModel+`","prompt":"slow","max_tokens":5,"stream":true}`))
 		if err != nil {
@@ -288,9 +276,7 @@ func TestTimeouts(t *testing.T) {
 
 func TestConcurrencyLimit(t *testing.T) {
 	slow := startWorker(t, "--time-scale", "0.05")
-	r := startRouter(t, []*worker{slow}, func(o *Options) {
-		o.Limits = limiter.Config{MaxConcurrent: 1, MaxQueue: 0, OverflowStatus: 429}
-	})
+	r := startRouter(t, []*worker{slow}, "--max-concurrent-requests", "1", "--max-queue-size", "0", "--overflow-status-code", "429")
 	body := `{"model":"` + simModel + `","prompt":"hold","max_tokens":2}`
 	first := make(chan int, 1)
 	go func() {
@@ -365,15 +351,14 @@ func TestClientDisconnectDuringPrefill(t *testing.T) {
 
 func TestGracefulShutdownFinishesStreams(t *testing.T) {
 	w := startWorker(t, "--time-scale", "0.5")
-	urls := []*worker{w}
-	r := startRouter(t, urls)
+	r := startRouter(t, []*worker{w})
 	got := make(chan []byte, 1)
 	go func() {
 		_, body := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"finish me","max_tokens":20,"stream":true}`)
 		got <- body
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for r.app.Pool().All()[0].InFlight() == 0 {
+	for r.endpoint(t, w.url).InFlight == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("stream never started")
 		}
@@ -396,17 +381,12 @@ func TestConfigReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte("strategy: roundrobin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := startRouter(t, []*worker{w}, func(o *Options) { o.ConfigPath = path })
+	r := startRouter(t, []*worker{w}, "--config", path)
 	strategyNow := func() string {
-		resp, err := http.Get(r.url + "/debug/config")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var cfg struct {
 			Strategy string `json:"strategy"`
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&cfg); err != nil {
+		if err := json.Unmarshal(r.get(t, "/debug/config"), &cfg); err != nil {
 			t.Fatal(err)
 		}
 		return cfg.Strategy
@@ -436,36 +416,20 @@ func TestConfigReload(t *testing.T) {
 }
 
 func TestPromtoolCheckMetrics(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool not on PATH: run `make tools` (Debian's prometheus package)")
-	}
 	// kvaware on an event-publishing worker, so the kv_* and tokenize
 	// metrics are in the exposition too.
 	w := startEventWorker(t, freePortRun(t), "map")
-	r := startRouter(t, []*worker{w}, kvEvents, func(o *Options) { o.Routing.Name = "kvaware" })
+	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware")...)
 	post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"metrics `+strings.Repeat("and more words ", 40)+`","max_tokens":2}`)
 	post(t, r.url+"/v1/completions", `{"model":"nope","prompt":"x"}`)
 	waitIndexed(t, r, 1)
-	resp, err := http.Get(r.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = bytes.NewReader(buf.Bytes())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("promtool check metrics: %v\n%s", err, out)
-	}
+	exposition := r.get(t, "/metrics")
+	harness.CheckMetrics(t, exposition)
 	for _, name := range []string{"warmpath_router_requests_total", "warmpath_router_ttft_seconds_bucket",
 		"warmpath_router_routing_decision_duration_seconds_bucket", "warmpath_router_prefix_match_ratio_bucket",
 		"warmpath_router_inflight_requests", "warmpath_router_pending_prefill_tokens", "warmpath_router_worker_healthy", "warmpath_router_rejections_total",
 		"warmpath_router_tokenize_total", "warmpath_router_kv_events_total", "warmpath_router_kv_index_blocks", "warmpath_router_kv_subscribed"} {
-		if !bytes.Contains(buf.Bytes(), []byte(name)) {
+		if !bytes.Contains(exposition, []byte(name)) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
@@ -475,11 +439,7 @@ func TestPromtoolCheckMetrics(t *testing.T) {
 // a second request waits for the slot instead of piling onto the worker.
 func TestPerWorkerLimitQueues(t *testing.T) {
 	w := startWorker(t, "--time-scale", "0.1")
-	r := startRouter(t, []*worker{w}, func(o *Options) {
-		o.Proxy.MaxPerWorker = 1
-		o.Limits = limiter.Config{MaxQueue: 8, QueueTimeout: 30 * time.Second}
-	})
-	ep := r.app.Pool().Get(w.url)
+	r := startRouter(t, []*worker{w}, "--max-concurrent-per-worker", "1", "--max-queue-size", "8", "--queue-timeout", "30s")
 	stop := make(chan struct{})
 	maxSeen := make(chan int, 1)
 	go func() {
@@ -490,7 +450,9 @@ func TestPerWorkerLimitQueues(t *testing.T) {
 				maxSeen <- peak
 				return
 			default:
-				peak = max(peak, ep.InFlight())
+				if n, err := r.inFlight(); err == nil {
+					peak = max(peak, n[w.url])
+				}
 				time.Sleep(time.Millisecond)
 			}
 		}
@@ -510,45 +472,5 @@ func TestPerWorkerLimitQueues(t *testing.T) {
 	close(stop)
 	if peak := <-maxSeen; peak != 1 {
 		t.Errorf("peak in-flight at the worker = %d, want 1", peak)
-	}
-}
-
-// TestReloadKeepsLearntState: Reload (what SIGHUP calls) with an unchanged
-// strategy section keeps the strategy instance, so what prefixaware learnt
-// survives; a changed section builds a new one.
-func TestReloadKeepsLearntState(t *testing.T) {
-	w := startWorker(t)
-	path := filepath.Join(t.TempDir(), "routing.yaml")
-	if err := os.WriteFile(path, []byte("strategy: prefixaware\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r := startRouter(t, []*worker{w}, func(o *Options) { o.ConfigPath = path })
-	before := r.app.server.Routing().Strategy
-	if err := r.app.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	if r.app.server.Routing().Strategy != before {
-		t.Error("reload of an unchanged file replaced the strategy (and lost what it learnt)")
-	}
-	if err := os.WriteFile(path, []byte("strategy: prefixaware\nrequestLimits:\n  maxConcurrentRequests: 3\n  maxQueueSize: 4\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.app.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	if r.app.server.Routing().Strategy != before {
-		t.Error("changing only requestLimits replaced the strategy")
-	}
-	if got := r.app.limiter.Config(); got.MaxConcurrent != 3 || got.MaxQueue != 4 {
-		t.Errorf("limits after reload = %+v, want 3 and 4", got)
-	}
-	if err := os.WriteFile(path, []byte("strategy: prefixaware\nloadGuard:\n  window: 3\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.app.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	if r.app.server.Routing().Strategy == before {
-		t.Error("a changed strategy section kept the old strategy")
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package router
 
 import (
 	"context"
@@ -15,8 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/warmpath/warmpath/libs/testcert"
-	"github.com/warmpath/warmpath/libs/tlsconf"
-	"github.com/warmpath/warmpath/services/router/internal/apikeys"
+	"github.com/warmpath/warmpath/libs/testwait"
 )
 
 // TestTLSAndKeysRotate: the router serves clients over TLS with the
@@ -55,15 +54,10 @@ func TestTLSAndKeysRotate(t *testing.T) {
 	}
 	install("router-first")
 	swap(apiKeyFile, []byte("key-a\nkey-b\n"))
-	serverTLS, err := tlsconf.Server(tlsconf.Files{CertFile: certFile, KeyFile: keyFile}, 10*time.Millisecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := apikeys.New("", apiKeyFile, 10*time.Millisecond, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := startRouter(t, []*worker{w}, func(o *Options) { o.TLS, o.Proxy.APIKeys = serverTLS, keys })
+	// The router's readiness is read over TLS too, trusting the CAs
+	// installed (roots grows as certificates are).
+	tlsClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	r := startRouterOn(t, "https", tlsClient, []*worker{w}, "--tls-cert-file", certFile, "--tls-key-file", keyFile, "--api-key-file", apiKeyFile)
 
 	// complete sends one completion with key over a new connection and
 	// returns the server certificate's name and the error.
@@ -107,7 +101,11 @@ func TestTLSAndKeysRotate(t *testing.T) {
 
 	install("router-renewed")
 	swap(apiKeyFile, []byte("key-c\n"))
-	time.Sleep(50 * time.Millisecond) // past both rechecks
+	// The router rechecks both files once a second.
+	testwait.For(t, 5*time.Second, "the renewed certificate and rotated keys", func() bool {
+		served, err := complete("key-c")
+		return err == nil && served == "router-renewed"
+	})
 	check("rotated", "key-c", "router-renewed", 200)
 	check("rotated", "key-a", "router-renewed", 401)
 

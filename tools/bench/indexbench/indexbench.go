@@ -1,17 +1,12 @@
-// Command bench-index measures the kvaware index (make bench-index): ingest
-// rate on one core, lookup latency for an 8K-token prompt against an index
-// of 1M blocks across 16 workers, and memory per block entry, next to a
-// plain Go map doing the same inserts (the ceiling of any hash index here).
-// It writes bench/results/kv_index.json.
-package main
+// Package indexbench measures the kvaware index (services/router/kvindex,
+// make bench-index): ingest rate on one core, lookup latency for an
+// 8K-token prompt against an index of 1M blocks across 16 workers, and
+// memory per block entry, next to a plain Go map doing the same inserts
+// (the ceiling of any hash index here). See docs/benchmarks.md.
+package indexbench
 
 import (
-	"encoding/json"
-	"flag"
-	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,21 +15,18 @@ import (
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
-func main() {
-	out := flag.String("out", "bench/results/kv_index.json", "report path")
-	blocks := flag.Int("blocks", 1<<20, "blocks in the index")
-	workers := flag.Int("workers", 16, "workers holding them")
-	promptBlocks := flag.Int("prompt-blocks", 512, "blocks per looked-up prompt (8K tokens in blocks of 16)")
-	lookups := flag.Int("lookups", 20000, "lookups measured")
-	flag.Parse()
-	if err := run(*out, *blocks, *workers, *promptBlocks, *lookups); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-index:", err)
-		os.Exit(1)
-	}
+// Config is one run.
+type Config struct {
+	Blocks  int // blocks in the index
+	Workers int // workers holding them
+	// PromptBlocks is the blocks of each stored and looked-up prompt.
+	PromptBlocks int
+	Lookups      int // lookups measured
 }
 
-// report is the JSON written; the keys are the issue's.
-type report struct {
+// Report is what a run writes to bench/results/kv_index.json; the keys
+// are the issue's.
+type Report struct {
 	IngestBlocksPerSec   float64 `json:"ingest_blocks_per_sec"`
 	MapInsertsPerSec     float64 `json:"go_map_inserts_per_sec"`
 	IngestVsMap          float64 `json:"ingest_vs_go_map"`
@@ -56,6 +48,8 @@ type report struct {
 	BytesPerEntryGoalMet bool    `json:"bytes_per_entry_goal_met"`
 }
 
+// heap is the live heap, after collections that leave only what is
+// reachable.
 func heap() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -64,9 +58,11 @@ func heap() uint64 {
 	return m.HeapAlloc
 }
 
-func run(out string, nBlocks, nWorkers, promptBlocks, nLookups int) error {
-	// One core, as the goal says.
-	runtime.GOMAXPROCS(1)
+// Run measures the index as cfg says. It runs on one core, as the goal
+// says, setting GOMAXPROCS to 1 until it returns.
+func Run(cfg Config) *Report {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	nBlocks, nWorkers, promptBlocks, nLookups := cfg.Blocks, cfg.Workers, cfg.PromptBlocks, cfg.Lookups
 	rng := rand.New(rand.NewPCG(1, 2))
 	names := make([]string, nWorkers)
 	for i := range names {
@@ -132,7 +128,7 @@ func run(out string, nBlocks, nWorkers, promptBlocks, nLookups int) error {
 	}
 	all = nil
 	scattered := measure(idx, keys, names, nLookups, rng)
-	r := report{
+	r := &Report{
 		IngestBlocksPerSec: round(ingest), MapInsertsPerSec: round(mapRate), IngestVsMap: round3(ingest / mapRate),
 		LookupP50us: round3(lat[len(lat)/2]), LookupP99us: round3(lat[len(lat)*99/100]),
 		ScatteredP50us: round3(scattered[len(scattered)/2]), ScatteredP99us: round3(scattered[len(scattered)*99/100]),
@@ -143,18 +139,7 @@ func run(out string, nBlocks, nWorkers, promptBlocks, nLookups int) error {
 	r.IngestGoalMet = r.IngestBlocksPerSec >= 1e6
 	r.LookupGoalMet = r.LookupP99us <= 100
 	r.BytesPerEntryGoalMet = r.BytesPerBlockEntry <= 128
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil { //nolint:gosec // a committed report
-		return err
-	}
-	fmt.Printf("%s\n", b)
-	return nil
+	return r
 }
 
 // measure returns sorted lookup latencies in µs; half the lookups share
