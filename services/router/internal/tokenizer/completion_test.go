@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/warmpath/warmpath/libs/chattemplate"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
@@ -183,5 +184,46 @@ func benchReuse(b *testing.B, local *Local, prev, next *strategy.Request) {
 			}
 			b.ReportMetric(float64(tokens), "tokens")
 		})
+	}
+}
+
+// TestLongTextEncodedInSpans: a long prompt nothing caches is encoded in
+// spans at piece cuts, several at once, at the default grid; the ids are
+// the whole text's, for a completion and for a chat whose one message is a
+// long document (message boundaries and piece cuts both bound spans).
+func TestLongTextEncodedInSpans(t *testing.T) {
+	local, err := ParseLocal("m=cl100k_base:llama3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := docPrompt(7, 2000, "which line mentions caches?") // about 150 KB: dozens of spans
+	c, err := New(Config{Local: local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := local.model("m").encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Tokenize(context.Background(), "", &strategy.Request{Model: "m", Prompt: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.IDs, want) {
+		t.Fatalf("completion: %d ids, want %d; they differ at %d", len(res.IDs), len(want), firstDiff(res.IDs, want))
+	}
+	chat := &strategy.Request{Model: "m", Messages: []strategy.Message{{Role: "system", Content: "Answer from the document."}, {Role: "user", Content: doc}}}
+	text, _, err := local.model("m").chat.render([]chattemplate.Message{{Role: "system", Content: "Answer from the document."}, {Role: "user", Content: doc}}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err = local.model("m").encode(text); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = c.Tokenize(context.Background(), "", chat); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.IDs, want) {
+		t.Fatalf("chat: %d ids, want %d; they differ at %d", len(res.IDs), len(want), firstDiff(res.IDs, want))
 	}
 }
