@@ -105,7 +105,9 @@ func runDemo(ctx context.Context, args []string) error {
 	bin := fs.String("bin-dir", "bin", "directory holding vllm-sim, router and cacheserver (make build)")
 	out := fs.String("out", "out/demo", "report directory (markdown, JSON, PNGs, logs)")
 	workers := fs.Int("workers", 4, "simulated workers")
-	scale := fs.Float64("time-scale", 3, "simulator speed-up over the modelled GPU; reported latencies are scaled back")
+	// 1: the router's own time (tokenizing, choosing) is real time, and a
+	// speed-up would count it that many times over in latencies scaled back.
+	scale := fs.Float64("time-scale", 1, "simulator speed-up over the modelled GPU; reported latencies are scaled back (the router's own time is then counted that many times over)")
 	strategies := fs.String("strategies", "roundrobin,session,prefixaware,kvaware", "strategies to compare")
 	gpuBlocks := fs.Int("gpu-blocks", 1024, "GPU KV blocks of 16 tokens per worker (small, so caching matters)")
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
