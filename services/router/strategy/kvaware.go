@@ -346,9 +346,13 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	if d.TotalChunks > 0 {
 		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
 	}
-	d.PrefillTokens = max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0)
+	// The worker's work before the first token: what no cache holds, and
+	// the loads from L1 and L2 at what they cost of a prefill, so a
+	// worker busy fetching a long document from the L2 is not taken for
+	// idle by the next request.
+	d.PrefillTokens = int(math.Ceil(tokens - credits[best]))
 	k.mu.Lock()
-	k.placed[eps[best].ID] += float64(d.PrefillTokens)
+	k.placed[eps[best].ID] += float64(max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0))
 	k.mu.Unlock()
 	return d, nil
 }

@@ -82,10 +82,12 @@ type Decision struct {
 	// the chosen worker (cache-aware strategies); MatchRatio is their ratio.
 	MatchedChunks, TotalChunks int
 	MatchRatio                 float64
-	// PrefillTokens is the prompt tokens the strategy expects the worker
-	// to compute (not found in its caches); 0 when it does not know. The
-	// router counts them in the worker's PendingPrefill until the first
-	// token arrives.
+	// PrefillTokens is the work the strategy expects the worker to do
+	// before the first token, in prompt tokens to compute: those found in
+	// none of its caches and, for kvaware, the loads from its L1 and the
+	// L2 at what they cost of a prefill (the timing model's shares); 0
+	// when it does not know. The router counts them in the worker's
+	// PendingPrefill until the first token arrives.
 	PrefillTokens int
 	// TierBlocks splits kvaware's MatchedChunks by the tier credited:
 	// GPU, CPU (LMCache L1) and the shared L2, in that order. Where each
