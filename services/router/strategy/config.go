@@ -86,6 +86,7 @@ type deps struct {
 	index BlockIndex
 	notes PrefillObserver
 	l2    L2View
+	preds *Predictions
 }
 
 // WithIndex gives kvaware the KV index the router's event subscriber
@@ -100,6 +101,11 @@ func WithL2(v L2View) Option { return func(d *deps) { d.l2 = v } }
 // prompts it routed (kvsub.Manager; the benchmark's fleet), so the index's
 // views of tiers that do not report removals (or anything) follow them.
 func WithPrefillNotes(n PrefillObserver) Option { return func(d *deps) { d.notes = n } }
+
+// WithPredictions gives kvaware the router's live predictions (which its
+// KV subscriber confirms through a ConfirmingSink), so they outlive the
+// strategy across configuration reloads; without it kvaware keeps its own.
+func WithPredictions(p *Predictions) Option { return func(d *deps) { d.preds = p } }
 
 // New validates cfg and builds the strategy it names, with fresh state.
 // The result is safe for concurrent use; prefixaware, session and kvaware
@@ -123,6 +129,9 @@ func New(cfg Config, opts ...Option) (Strategy, error) {
 		}
 		k := NewKVAware(cfg.KVAware, cfg.LoadGuard, d.index, NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard))
 		k.notes, k.l2 = d.notes, d.l2
+		if d.preds != nil {
+			k.usePredictions(d.preds)
+		}
 		return k, nil
 	default:
 		return NewPrefixAware(cfg.PrefixAware, cfg.LoadGuard), nil

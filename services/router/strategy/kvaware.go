@@ -151,8 +151,9 @@ type KVAware struct {
 	l2       L2View          // nil: the L2 is known from workers' events only
 	now      func() time.Time
 
-	mu    sync.Mutex
-	preds map[uint64][]prediction // block key -> workers expected to hold it
+	preds *Predictions // blocks routed requests are computing
+
+	mu sync.Mutex
 	// blockSizes is the block size each worker's Decision.Keys were last
 	// computed at, for the L2 learner, which hears only keys back.
 	blockSizes map[string]int
@@ -185,11 +186,6 @@ type L2Learner interface {
 	Learn(keys []uint64, block int)
 }
 
-type prediction struct {
-	worker string
-	until  time.Time
-}
-
 // NewKVAware returns kvaware over idx; fallback routes requests without
 // token ids.
 func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallback *PrefixAware) *KVAware {
@@ -198,7 +194,9 @@ func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallba
 	if err != nil { // validate rejected it already; a caller that skipped it gets the default
 		tm, _ = timingModel(timing.DefaultPreset)
 	}
-	return &KVAware{cfg: cfg, timing: tm, idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, preds: map[uint64][]prediction{}, blockSizes: map[string]int{}, placed: map[string]float64{}}
+	k := &KVAware{cfg: cfg, timing: tm, idx: idx, guard: NewLoadGuard(guard), fallback: fallback, now: time.Now, blockSizes: map[string]int{}, placed: map[string]float64{}}
+	k.usePredictions(NewPredictions())
+	return k
 }
 
 // SetClock replaces the clock predictions expire by; the benchmark's
@@ -207,6 +205,13 @@ func (k *KVAware) SetClock(now func() time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.now = now
+}
+
+// usePredictions makes p the predictions kvaware reads and adds to,
+// bounded by its configuration.
+func (k *KVAware) usePredictions(p *Predictions) {
+	p.setMax(k.cfg.MaxPredictions)
+	k.preds = p
 }
 
 // Name implements Strategy.
@@ -255,17 +260,15 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 			sub[j] = names[i]
 		}
 		ms = k.idx.Lookup(g.keys, sub, ms)
-		k.mu.Lock()
 		for j, i := range g.workers {
 			m := ms[j]
 			// Predictions count as GPU blocks the worker is computing now.
-			if p := k.predicted(g.keys, names[i], now); p > m.GPU {
+			if p := k.preds.leading(g.keys, names[i], now); p > m.GPU {
 				m.GPU, m.Local, m.Any = p, max(m.Local, p), max(m.Any, p)
 			}
 			matches[i] = m
 			blocks[i] = bs
 		}
-		k.mu.Unlock()
 	}
 	l2 := 0 // leading tokens the shared L2 holds
 	if k.l2 != nil {
@@ -331,7 +334,9 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	if g == nil { // blocks[best] is 0 only when bySize was empty, which eps rules out
 		g = &sized{}
 	}
-	k.predict(g.keys, eps[best].ID, now)
+	if ttl := time.Duration(k.cfg.PredictionTTLSeconds * float64(time.Second)); ttl > 0 {
+		k.preds.add(g.keys, eps[best].ID, now, now.Add(ttl))
+	}
 	m := matches[best]
 	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: m.Any, TotalChunks: len(g.keys),
 		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}}
@@ -416,101 +421,14 @@ func (k *KVAware) Prefilled(worker string, keys []uint64) {
 	}
 }
 
-// predicted is the run of leading keys predicted on worker; k.mu held.
-func (k *KVAware) predicted(keys []uint64, worker string, now time.Time) int {
-	n := 0
-	for _, key := range keys {
-		found := false
-		for _, p := range k.preds[key] {
-			if p.worker == worker && now.Before(p.until) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			break
-		}
-		n++
-	}
-	return n
-}
-
-// predict records that worker is computing keys.
-func (k *KVAware) predict(keys []uint64, worker string, now time.Time) {
-	ttl := time.Duration(k.cfg.PredictionTTLSeconds * float64(time.Second))
-	if ttl <= 0 || len(keys) == 0 {
-		return
-	}
-	until := now.Add(ttl)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.preds)+len(keys) > k.cfg.MaxPredictions {
-		for key := range k.preds {
-			k.keepPredictions(key, func(p prediction) bool { return now.Before(p.until) })
-		}
-		if len(k.preds)+len(keys) > k.cfg.MaxPredictions {
-			return // still full of live predictions: skip this one
-		}
-	}
-	// The worker string is the pool's own (not the request's buffer).
-	for _, key := range keys {
-		ps := k.preds[key]
-		replaced := false
-		for i := range ps {
-			if ps[i].worker == worker {
-				ps[i].until, replaced = until, true
-				break
-			}
-		}
-		if !replaced {
-			ps = append(ps, prediction{worker: worker, until: until})
-		}
-		k.preds[key] = ps
-	}
-}
-
-// Confirm drops worker's predictions for keys its own events just
-// reported stored: from then on the index is the truth, including any
-// later eviction a lingering prediction would hide.
-func (k *KVAware) Confirm(worker string, keys []uint64) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, key := range keys {
-		k.keepPredictions(key, func(p prediction) bool { return p.worker != worker })
-	}
-}
-
 // Forget implements Forgetter.
 func (k *KVAware) Forget(endpointID string) {
 	k.fallback.Forget(endpointID)
+	k.preds.Forget(endpointID)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.blockSizes, endpointID)
 	delete(k.placed, endpointID)
-	for key := range k.preds {
-		k.keepPredictions(key, func(p prediction) bool { return p.worker != endpointID })
-	}
-}
-
-// keepPredictions keeps key's predictions that keep accepts, dropping the
-// key when none is left; k.mu held. (Deleting the current key while
-// ranging over the map is allowed.)
-func (k *KVAware) keepPredictions(key uint64, keep func(prediction) bool) {
-	ps, ok := k.preds[key]
-	if !ok {
-		return
-	}
-	live := ps[:0]
-	for _, p := range ps {
-		if keep(p) {
-			live = append(live, p)
-		}
-	}
-	if len(live) == 0 {
-		delete(k.preds, key)
-	} else {
-		k.preds[key] = live
-	}
 }
 
 // CacheKnowledge implements Inspector: blocks indexed per worker (all

@@ -123,7 +123,7 @@ func TestKVAwarePredictions(t *testing.T) {
 		t.Fatalf("expired prediction still credited: %+v", d)
 	}
 	k.Forget(first.Endpoint)
-	if len(k.preds) != 0 && d.Endpoint == first.Endpoint {
+	if k.preds.Len() != 0 && d.Endpoint == first.Endpoint {
 		t.Fatal("predictions of a forgotten worker kept")
 	}
 }
@@ -139,7 +139,7 @@ func TestKVAwareConfirmEndsPredictions(t *testing.T) {
 	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16)
 	d, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e)
 	x.Add(d.Endpoint, kvindex.GPU, keys) // the worker stored them
-	k.Confirm(d.Endpoint, keys)
+	k.preds.Confirm(d.Endpoint, keys)
 	x.Remove(d.Endpoint, kvindex.GPU, keys) // and evicted them
 	if again, _ := k.Pick(&Request{Model: "m", TokenIDs: prompt}, e); again.MatchedChunks != 0 {
 		t.Fatalf("an evicted, confirmed block is still credited: %+v", again)
@@ -467,5 +467,50 @@ func TestKVAwareQueueAtFullWeightForWhatTheL2Holds(t *testing.T) {
 				t.Errorf("picked %s (%+v); picked the busy holder: %v, want %v", d.Endpoint, d.TierBlocks, hot, tt.wantHot)
 			}
 		})
+	}
+}
+
+// TestPredictionsOutliveTheStrategy: the router hands one set of
+// predictions to every kvaware it builds, so a configuration reload, which
+// builds a new one, still credits the blocks routed requests are
+// computing; a kvaware with its own set starts with none.
+func TestPredictionsOutliveTheStrategy(t *testing.T) {
+	x := kvindex.New(1 << 10)
+	preds := NewPredictions()
+	build := func(cfg Config, shared bool) Strategy {
+		t.Helper()
+		opts := []Option{WithIndex(x)}
+		if shared {
+			opts = append(opts, WithPredictions(preds))
+		}
+		s, err := New(cfg, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	e := kvEPs(0, 0, 0, 0)
+	prompt := tokenIDs(21, 16*8)
+	first, err := build(Config{Name: NameKVAware}, true).Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloaded := Config{Name: NameKVAware, KVAware: KVAwareConfig{QueueWeight: 0.5}}
+	for _, tt := range []struct {
+		name   string
+		shared bool
+		want   int
+	}{{"shared", true, 8}, {"own", false, 0}} {
+		d, err := build(reloaded, tt.shared).Pick(&Request{Model: "m", TokenIDs: prompt}, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.MatchedChunks != tt.want || (tt.want > 0 && d.Endpoint != first.Endpoint) {
+			t.Errorf("%s predictions: %+v after the rebuild, want %d blocks credited on %s", tt.name, d, tt.want, first.Endpoint)
+		}
+	}
+	preds.Confirm(first.Endpoint, kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16))
+	if n := preds.Len(); n != 0 {
+		t.Errorf("%d predicted keys after the worker's events confirmed them all, want 0", n)
 	}
 }

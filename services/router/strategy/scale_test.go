@@ -69,7 +69,7 @@ func TestTenMillionPrompts(t *testing.T) {
 	feeds := make(map[string]*kvindex.Worker, nWorkers)
 	for i := range eps {
 		eps[i] = Endpoint{ID: fmt.Sprintf("http://w%d:8000", i), BlockSize: blockSize}
-		feeds[eps[i].ID] = kvindex.NewWorker(confirmingSink{idx, kv}, eps[i].ID, "m", nil)
+		feeds[eps[i].ID] = kvindex.NewWorker(ConfirmingSink{Sink: idx, Confirmer: kv.preds}, eps[i].ID, "m", nil)
 	}
 	type pending struct {
 		worker string
@@ -162,23 +162,6 @@ func TestTenMillionPrompts(t *testing.T) {
 	defer runtime.KeepAlive(kv)
 	t.Logf("%d prompts in %v: peak live heap %d MiB, peak RSS after GC %d MiB, RSS after FreeOSMemory %d MiB; bound %d MiB + overhead %d MiB; workers hold %d blocks (%d forgotten); index %d keys (%d evicted)",
 		prompts, time.Since(start).Round(time.Second), maxHeap>>20, maxRSS>>20, rssBytes(t)>>20, bound>>20, overheadBytes>>20, held, forgotten, st.Keys, st.Evicted)
-}
-
-// confirmingSink ends kvaware's predictions for the blocks a worker's
-// events confirm, as the router does (internal/app).
-type confirmingSink struct {
-	*kvindex.Index
-	kv *KVAware
-}
-
-func (c confirmingSink) Commit(ch *kvindex.Change) error {
-	err := c.Index.Commit(ch)
-	for _, op := range ch.Ops {
-		if op.Kind == kvindex.OpAdd {
-			c.kv.Confirm(ch.Worker, op.Keys)
-		}
-	}
-	return err
 }
 
 // rssBytes is the process's resident set (VmRSS), 0 where /proc is absent.

@@ -202,8 +202,8 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs)), prefill: make([]int, len(reqs)),
 		keys: make([][]uint64, len(reqs))}
 	idx := kvindex.New(1 << 24)
-	var kv *strategy.KVAware
-	sink := confirming{idx: idx, kv: func() *strategy.KVAware { return kv }}
+	preds := strategy.NewPredictions()
+	sink := strategy.ConfirmingSink{Sink: idx, Confirmer: preds}
 	cpu, err := f.cpuPolicy()
 	if err != nil {
 		return nil, fmt.Errorf("des: %w", err)
@@ -222,12 +222,11 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	}
 	// kvaware prices the tiers with the cost model the fleet runs on.
 	cfg.Strategy.KVAware.Timing = cmp.Or(cfg.Strategy.KVAware.Timing, cfg.Preset)
-	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(s))
+	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(s), strategy.WithPredictions(preds))
 	if err != nil {
 		return nil, err
 	}
 	if k, ok := s.router.(*strategy.KVAware); ok {
-		kv = k
 		// Predictions expire in virtual time.
 		k.SetClock(func() time.Time { return time.Unix(0, 0).Add(time.Duration(s.now * float64(time.Second))) })
 	}
@@ -254,25 +253,6 @@ func (s *sim) Prefilled(worker string, keys []uint64) {
 			return
 		}
 	}
-}
-
-// confirming applies a worker's events to the index, then ends kvaware's
-// predictions they confirm, as the router does.
-type confirming struct {
-	idx *kvindex.Index
-	kv  func() *strategy.KVAware
-}
-
-func (c confirming) Commit(ch *kvindex.Change) error {
-	err := c.idx.Commit(ch)
-	if k := c.kv(); k != nil {
-		for _, op := range ch.Ops {
-			if op.Kind == kvindex.OpAdd {
-				k.Confirm(ch.Worker, op.Keys)
-			}
-		}
-	}
-	return err
 }
 
 type eventKind int

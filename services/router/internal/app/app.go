@@ -99,13 +99,17 @@ type kvStore interface {
 	strategy.BlockIndex
 }
 
-// confirming passes each committed batch to the store, then tells a
-// kvaware strategy in force which blocks the worker confirmed stored, so
-// its predictions for them end (events replace predictions).
+// confirming passes each committed batch to the store, then tells the
+// router's kvaware predictions which blocks the worker confirmed stored,
+// so they end (events replace predictions).
 type confirming struct {
 	kvStore
-	app *App
+	confirm strategy.ConfirmingSink
+	app     *App
 }
+
+// Commit implements kvindex.Sink.
+func (c confirming) Commit(ch *kvindex.Change) error { return c.confirm.Commit(ch) }
 
 // MaxWorkerBlocks implements kvindex.WorkerBounder, for the in-memory
 // index and Redis alike.
@@ -114,21 +118,6 @@ func (c confirming) MaxWorkerBlocks() int {
 		return b.MaxWorkerBlocks()
 	}
 	return c.app.opts.KVWorkerMaxBlocks
-}
-
-func (c confirming) Commit(ch *kvindex.Change) error {
-	err := c.kvStore.Commit(ch)
-	if c.app.server == nil {
-		return err
-	}
-	if k, ok := c.app.server.Routing().Strategy.(interface{ Confirm(string, []uint64) }); ok {
-		for _, op := range ch.Ops {
-			if op.Kind == kvindex.OpAdd {
-				k.Confirm(ch.Worker, op.Keys)
-			}
-		}
-	}
-	return err
 }
 
 // App is a running router's parts.
@@ -141,6 +130,9 @@ type App struct {
 	server  *proxy.Server
 	index   kvStore
 	kvsubs  *kvsub.Manager
+	// preds are kvaware's predictions, confirmed by the index's commits and
+	// handed to every kvaware built, so a reload keeps them.
+	preds   *strategy.Predictions
 	l2      *l2view.View     // nil without L2 endpoints
 	l2learn *l2learn.Learner // nil unless the L2 is learned from prefills
 
@@ -163,7 +155,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.Registry = prometheus.NewRegistry()
 		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	a := &App{opts: o, pool: pool.New(), limiter: limiter.New(o.Limits)}
+	a := &App{opts: o, pool: pool.New(), limiter: limiter.New(o.Limits), preds: strategy.NewPredictions()}
 	a.metrics = metrics.New(o.Registry, a.pool, a.limiter.Stats)
 	if o.KVIndexMaxKeys <= 0 {
 		o.KVIndexMaxKeys = 1 << 22
@@ -185,7 +177,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		rc.Local, rc.Registerer, rc.Log = local, o.Registry, o.Log.With("component", "kvredis")
 		a.index = kvredis.New(rdb, rc)
 	}
-	a.kvsubs = kvsub.New(o.KVEvents, confirming{kvStore: a.index, app: a}, o.Log.With("component", "kvevents"))
+	a.kvsubs = kvsub.New(o.KVEvents, confirming{kvStore: a.index, confirm: strategy.ConfirmingSink{Sink: a.index, Confirmer: a.preds}, app: a}, o.Log.With("component", "kvevents"))
 	if a.kvsubs.Enabled() {
 		o.Registry.MustRegister(kvsub.NewCollector(a.kvsubs, a.index))
 	}
@@ -277,7 +269,7 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	}
 	var opts []strategy.Option
 	if a.kvsubs.Enabled() {
-		opts = append(opts, strategy.WithIndex(a.index), strategy.WithPrefillNotes(a.kvsubs))
+		opts = append(opts, strategy.WithIndex(a.index), strategy.WithPrefillNotes(a.kvsubs), strategy.WithPredictions(a.preds))
 	}
 	if a.l2learn != nil {
 		opts = append(opts, strategy.WithL2(a.l2learn))
