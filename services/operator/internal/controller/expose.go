@@ -15,15 +15,11 @@ import (
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
 )
 
-// endpointIngress is the Ingress of intelligentRoutingSpec.ingress: host
-// and path to the endpoint Service, named like it, with the ingress
+// endpointIngress is the Ingress of intelligentRoutingSpec.ingress (spec):
+// host and path to the endpoint Service, named like it, with the ingress
 // controller's own TLS termination when tlsSecretName is set.
-func endpointIngress(iec *v1alpha1.InferenceEndpointConfig) *networkingv1.Ingress {
+func endpointIngress(iec *v1alpha1.InferenceEndpointConfig, spec *v1alpha1.RouterIngress) *networkingv1.Ingress {
 	ing := &networkingv1.Ingress{ObjectMeta: objectMeta(iec, iec.Name, componentFront)}
-	spec := iec.Spec.IntelligentRoutingSpec.Ingress
-	if spec == nil {
-		return ing
-	}
 	ing.Annotations = spec.Annotations
 	if spec.ClassName != "" {
 		ing.Spec.IngressClassName = ptr.To(spec.ClassName)
@@ -55,15 +51,11 @@ func endpointIngress(iec *v1alpha1.InferenceEndpointConfig) *networkingv1.Ingres
 	return ing
 }
 
-// endpointHTTPRoute is the HTTPRoute of intelligentRoutingSpec.httpRoute:
-// every request the parent Gateways admit for hostnames goes to the
-// endpoint Service, named like it.
-func endpointHTTPRoute(iec *v1alpha1.InferenceEndpointConfig) *gatewayv1.HTTPRoute {
+// endpointHTTPRoute is the HTTPRoute of intelligentRoutingSpec.httpRoute
+// (spec): every request the parent Gateways admit for hostnames goes to
+// the endpoint Service, named like it.
+func endpointHTTPRoute(iec *v1alpha1.InferenceEndpointConfig, spec *v1alpha1.RouterHTTPRoute) *gatewayv1.HTTPRoute {
 	route := &gatewayv1.HTTPRoute{ObjectMeta: objectMeta(iec, iec.Name, componentFront)}
-	spec := iec.Spec.IntelligentRoutingSpec.HTTPRoute
-	if spec == nil {
-		return route
-	}
 	route.Annotations = spec.Annotations
 	for _, p := range spec.ParentRefs {
 		ref := gatewayv1.ParentReference{Name: gatewayv1.ObjectName(p.Name)}
@@ -97,16 +89,18 @@ func endpointHTTPRoute(iec *v1alpha1.InferenceEndpointConfig) *gatewayv1.HTTPRou
 // (nil without httpRoute) says so.
 func (r *Reconciler) applyExposure(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig, unwanted *[]client.Object) (*metav1.Condition, error) {
 	rs := iec.Spec.IntelligentRoutingSpec
+	// Deletion needs only the kind and name.
+	key := objectMeta(iec, iec.Name, componentFront)
 	if rs.Ingress != nil {
-		if err := r.apply(ctx, iec, endpointIngress(iec)); err != nil {
+		if err := r.apply(ctx, iec, endpointIngress(iec, rs.Ingress)); err != nil {
 			return nil, err
 		}
 	} else {
-		*unwanted = append(*unwanted, endpointIngress(iec))
+		*unwanted = append(*unwanted, &networkingv1.Ingress{ObjectMeta: key})
 	}
 	if rs.HTTPRoute == nil {
 		// deleteOwned finds nothing to delete where the CRD is absent.
-		*unwanted = append(*unwanted, endpointHTTPRoute(iec))
+		*unwanted = append(*unwanted, &gatewayv1.HTTPRoute{ObjectMeta: key})
 		return nil, nil
 	}
 	cond := &metav1.Condition{Type: v1alpha1.ConditionHTTPRouteReady, ObservedGeneration: iec.Generation}
@@ -123,7 +117,7 @@ func (r *Reconciler) applyExposure(ctx context.Context, iec *v1alpha1.InferenceE
 			"and a Gateway controller (the operator looks again every 5 minutes) or use intelligentRoutingSpec.ingress"
 		return cond, nil
 	}
-	if err := r.apply(ctx, iec, endpointHTTPRoute(iec)); err != nil {
+	if err := r.apply(ctx, iec, endpointHTTPRoute(iec, rs.HTTPRoute)); err != nil {
 		return nil, err
 	}
 	_, port := frontPort(iec)

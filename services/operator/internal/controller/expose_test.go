@@ -113,11 +113,7 @@ func TestHTTPRoute(t *testing.T) {
 	}
 	routeCond := func(want metav1.ConditionStatus, reason string) {
 		t.Helper()
-		eventually(t, "HTTPRouteReady "+reason, func() error {
-			var cur v1alpha1.InferenceEndpointConfig
-			if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
-				return err
-			}
+		waitStatus(t, c, iec, "HTTPRouteReady "+reason, func(cur *v1alpha1.InferenceEndpointConfig) error {
 			cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionHTTPRouteReady)
 			if reason == "" {
 				if cond != nil {
@@ -136,11 +132,7 @@ func TestHTTPRoute(t *testing.T) {
 	// ever once its Deployments are.
 	setReady(t, c, ns, "gw-worker", 1)
 	setReady(t, c, ns, "gw-router", 1)
-	eventually(t, "Ready without the HTTPRoute", func() error {
-		var cur v1alpha1.InferenceEndpointConfig
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
-			return err
-		}
+	waitStatus(t, c, iec, "Ready without the HTTPRoute", func(cur *v1alpha1.InferenceEndpointConfig) error {
 		if !meta.IsStatusConditionTrue(cur.Status.Conditions, v1alpha1.ConditionReady) || cur.Status.State != v1alpha1.StateComplete {
 			return fmt.Errorf("state %q, conditions %+v", cur.Status.State, cur.Status.Conditions)
 		}

@@ -221,3 +221,15 @@ func editSpec(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConf
 		return c.Update(context.Background(), &cur)
 	})
 }
+
+// waitStatus polls iec from the API server until check accepts it.
+func waitStatus(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, what string, check func(*v1alpha1.InferenceEndpointConfig) error) {
+	t.Helper()
+	eventually(t, what, func() error {
+		var cur v1alpha1.InferenceEndpointConfig
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
+			return err
+		}
+		return check(&cur)
+	})
+}
