@@ -316,6 +316,122 @@ type IntelligentRoutingSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	TLSSecretName string `json:"tlsSecretName,omitempty"`
+
+	// Ingress exposes the endpoint's Service (<name>) outside the cluster
+	// through a networking.k8s.io/v1 Ingress named <name>, which the
+	// operator creates, keeps and deletes when the field is removed. When
+	// the router serves TLS (tlsSecretName) the Ingress points at the
+	// Service's https port, and the ingress controller must be told the
+	// backend speaks HTTPS (with ingress-nginx, the annotation
+	// nginx.ingress.kubernetes.io/backend-protocol: HTTPS). A warmpath
+	// addition.
+	// +optional
+	Ingress *RouterIngress `json:"ingress,omitempty"`
+
+	// HTTPRoute exposes the endpoint's Service (<name>) through a Gateway
+	// API gateway.networking.k8s.io/v1 HTTPRoute named <name>, attached to
+	// the Gateways of parentRefs. It is created only where the Gateway API
+	// CRDs are installed; the condition HTTPRouteReady says whether it was.
+	// When the router serves TLS the route points at the Service's https
+	// port, and the Gateway needs a BackendTLSPolicy for that port to
+	// speak HTTPS to it. Ingress and HTTPRoute may both be set (while
+	// moving from one to the other). A warmpath addition.
+	// +optional
+	HTTPRoute *RouterHTTPRoute `json:"httpRoute,omitempty"`
+}
+
+// RouterIngress is the Ingress in front of the endpoint's Service.
+type RouterIngress struct {
+	// ClassName is the IngressClass (spec.ingressClassName), e.g. nginx;
+	// unset, the cluster's default IngressClass serves it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ClassName string `json:"className,omitempty"`
+
+	// Host is the host name clients use, e.g. llm.example.com (a leading
+	// "*." matches every subdomain); unset, every host the ingress
+	// controller serves matches.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Host string `json:"host,omitempty"`
+
+	// Path is the path prefix routed to the endpoint (pathType Prefix),
+	// passed on unchanged: the router serves /v1/... itself, so a prefix
+	// other than "/" needs a rewrite the ingress controller is told of in
+	// annotations.
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9._~/-]*$`
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Annotations are set on the Ingress, for the ingress controller
+	// (backend protocol, timeouts, body size, cert-manager's issuer).
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// TLSSecretName names a kubernetes.io/tls Secret in the endpoint's
+	// namespace with which the ingress controller terminates TLS for host
+	// (the Ingress's spec.tls). It is independent of
+	// intelligentRoutingSpec.tlsSecretName, the router's own certificate
+	// for the hop from the ingress controller to the router.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+}
+
+// RouterHTTPRoute is the Gateway API HTTPRoute in front of the endpoint's
+// Service.
+type RouterHTTPRoute struct {
+	// ParentRefs are the Gateways (or their listeners) the route attaches
+	// to.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	ParentRefs []GatewayParentRef `json:"parentRefs"`
+
+	// Hostnames the route matches (the HTTPRoute's spec.hostnames); unset,
+	// every host the listener accepts.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=atomic
+	// +optional
+	Hostnames []string `json:"hostnames,omitempty"`
+
+	// Annotations are set on the HTTPRoute.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// GatewayParentRef names a Gateway (gateway.networking.k8s.io) the
+// HTTPRoute attaches to.
+type GatewayParentRef struct {
+	// Name of the Gateway.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Namespace of the Gateway; unset, the endpoint's. A Gateway in
+	// another namespace must allow routes from this one
+	// (listeners[].allowedRoutes.namespaces).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// SectionName is the Gateway listener's name to attach to; unset,
+	// every listener that admits the route.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	SectionName string `json:"sectionName,omitempty"`
 }
 
 // MetricsSpec configures metrics collection.
@@ -575,6 +691,12 @@ const (
 	// still applied and serves. Unknown (an image whose LMCache release
 	// its tag does not tell) does not count towards Ready.
 	ConditionKVEventsUsable = "KVEventsUsable"
+	// ConditionHTTPRouteReady says whether the HTTPRoute of
+	// intelligentRoutingSpec.httpRoute was applied: False, reason
+	// CRDNotInstalled, where the Gateway API's HTTPRoute CRD is absent.
+	// Only endpoints with httpRoute have it, and it does not count towards
+	// Ready: the endpoint serves in the cluster either way.
+	ConditionHTTPRouteReady = "HTTPRouteReady"
 )
 
 // InstanceTypeLabel is the well-known node label spec.instanceType
@@ -588,7 +710,8 @@ type InferenceEndpointConfigStatus struct {
 	State string `json:"state,omitempty"`
 
 	// Conditions: WorkersReady, WorkersScheduled, RouterReady, CacheReady,
-	// KVEventsUsable (kvaware only), Ready, ServiceMonitorReady.
+	// KVEventsUsable (kvaware only), Ready, ServiceMonitorReady,
+	// HTTPRouteReady (with intelligentRoutingSpec.httpRoute only).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -12,13 +12,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/warmpath/warmpath/libs/telemetry"
-	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
 	"github.com/warmpath/warmpath/services/operator/internal/controller"
 )
 
@@ -66,10 +64,7 @@ func run(ctx context.Context, args []string) error {
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
+	if err := controller.AddToScheme(scheme); err != nil {
 		return err
 	}
 	cfg, err := ctrl.GetConfig()

@@ -1,14 +1,20 @@
 package controller
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	labelsel "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
 )
@@ -65,6 +71,20 @@ func objectMeta(iec *v1alpha1.InferenceEndpointConfig, name, component string) m
 	return metav1.ObjectMeta{Name: name, Namespace: iec.Namespace, Labels: labels(iec, component)}
 }
 
+// AddToScheme registers every kind the reconciler writes: Kubernetes'
+// own, InferenceEndpointConfig and the Gateway API's v1 kinds (HTTPRoute),
+// which server-side apply and deletion look up by Go type. Registering a
+// type needs no CRD: where the Gateway API is absent the operator skips
+// HTTPRoutes (kindInstalled).
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, gatewayv1.Install} {
+		if err := add(s); err != nil {
+			return fmt.Errorf("registering the operator's kinds: %w", err)
+		}
+	}
+	return nil
+}
+
 // CacheOptions limit the manager's informers for the child kinds to the
 // objects the operator labelled, so its memory follows the number of
 // endpoints, not the cluster's ConfigMaps, Services and Deployments; and
@@ -74,7 +94,7 @@ func CacheOptions() cache.Options {
 	by := map[client.Object]cache.ByObject{}
 	for _, obj := range []client.Object{
 		&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.ServiceAccount{},
-		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{},
+		&rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}, &networkingv1.Ingress{},
 	} {
 		by[obj] = cache.ByObject{Label: managed}
 	}

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // Leader election records its events ("became leader") through client-go's
 // core/v1 recorder, which controller-runtime still uses for the Lease
@@ -82,6 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		Owns(&networkingv1.Ingress{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(endpointOfPod), builder.WithPredicates(schedulingChanged())).
 		Named("inferenceendpointconfig").
 		Complete(r)
@@ -99,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	before := iec.Status.DeepCopy()
-	monitorCond, err := r.applyChildren(ctx, &iec)
+	conds, err := r.applyChildren(ctx, &iec)
 	if err != nil {
 		r.setFailed(&iec, err)
 		if serr := r.writeStatus(ctx, &iec, before); serr != nil {
@@ -107,22 +111,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	if err := r.observe(ctx, &iec, monitorCond); err != nil {
+	if err := r.observe(ctx, &iec, conds); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.writeStatus(ctx, &iec, before); err != nil {
 		return ctrl.Result{}, err
 	}
 	// The cache server's DaemonSet is not watched: while it is not ready,
-	// look again soon. ServiceMonitor's CRD may be installed later; look
-	// again now and then.
+	// look again soon. The ServiceMonitor and HTTPRoute CRDs may be
+	// installed later, and HTTPRoutes are not watched; look again now and
+	// then.
 	if meta.IsStatusConditionFalse(iec.Status.Conditions, v1alpha1.ConditionCacheReady) {
 		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 	}
 	return ctrl.Result{RequeueAfter: 5 * time.Minute}, nil
 }
 
-func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig) (metav1.Condition, error) {
+// childConditions are the conditions applying the optional children
+// decides, which observe records.
+type childConditions struct {
+	monitor metav1.Condition
+	// httpRoute is nil when the spec has no httpRoute.
+	httpRoute *metav1.Condition
+}
+
+func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig) (childConditions, error) {
+	var conds childConditions
 	desired := []client.Object{workerService(iec), workerDeployment(iec, r.Options), workerPDB(iec), frontService(iec)}
 	var unwanted []client.Object
 	if iec.Spec.KVCacheSpec.CacheConfigFile != "" {
@@ -143,7 +157,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 	workersErr := r.Client.Get(ctx, client.ObjectKey{Namespace: iec.Namespace, Name: workerName(iec)}, &appsv1.Deployment{})
 	for _, obj := range desired {
 		if err := r.apply(ctx, iec, obj); err != nil {
-			return metav1.Condition{}, err
+			return conds, err
 		}
 	}
 	if apierrors.IsNotFound(workersErr) {
@@ -154,16 +168,19 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 		r.Recorder.Eventf(iec, nil, corev1.EventTypeNormal, "RouterConfigChanged", "Update",
 			"routing configuration updated (strategy %s); the router reloads it without a restart", iec.Spec.IntelligentRoutingSpec.RoutingStrategy)
 	}
-	monitorCond, err := r.applyMonitors(ctx, iec, &unwanted)
-	if err != nil {
-		return metav1.Condition{}, err
+	var err error
+	if conds.monitor, err = r.applyMonitors(ctx, iec, &unwanted); err != nil {
+		return conds, err
+	}
+	if conds.httpRoute, err = r.applyExposure(ctx, iec, &unwanted); err != nil {
+		return conds, err
 	}
 	for _, obj := range unwanted {
 		if err := r.deleteOwned(ctx, iec, obj); err != nil {
-			return metav1.Condition{}, err
+			return conds, err
 		}
 	}
-	return monitorCond, nil
+	return conds, nil
 }
 
 func (r *Reconciler) applyMonitors(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig, unwanted *[]client.Object) (metav1.Condition, error) {
@@ -172,7 +189,7 @@ func (r *Reconciler) applyMonitors(ctx context.Context, iec *v1alpha1.InferenceE
 	if routingEnabled(iec) {
 		monitors = append(monitors, routerServiceMonitor(iec))
 	}
-	installed, err := r.serviceMonitorInstalled()
+	installed, err := r.kindInstalled(ServiceMonitorGVK.GroupKind(), ServiceMonitorGVK.Version)
 	switch {
 	case err != nil:
 		return cond, err
@@ -198,15 +215,19 @@ func (r *Reconciler) applyMonitors(ctx context.Context, iec *v1alpha1.InferenceE
 	return cond, nil
 }
 
-func (r *Reconciler) serviceMonitorInstalled() (bool, error) {
-	_, err := r.Client.RESTMapper().RESTMapping(ServiceMonitorGVK.GroupKind(), ServiceMonitorGVK.Version)
+// kindInstalled says whether the API server serves gk at version, a kind
+// of an optional CRD (ServiceMonitor, HTTPRoute). The manager's RESTMapper
+// rediscovers a group it does not know yet, so a CRD installed after the
+// operator started is found on a later reconcile.
+func (r *Reconciler) kindInstalled(gk schema.GroupKind, version string) (bool, error) {
+	_, err := r.Client.RESTMapper().RESTMapping(gk, version)
 	switch {
 	case err == nil:
 		return true, nil
 	case meta.IsNoMatchError(err):
 		return false, nil
 	default:
-		return false, fmt.Errorf("looking up the ServiceMonitor API: %w", err)
+		return false, fmt.Errorf("looking up the %s API: %w", gk.Kind, err)
 	}
 }
 

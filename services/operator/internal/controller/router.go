@@ -227,10 +227,7 @@ func frontService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
 		_, target = workerPort(iec)
 		component = componentWorker
 	}
-	name, port := "http", int32(80)
-	if routerTLS(iec) {
-		name, port = "https", 443
-	}
+	name, port := frontPort(iec)
 	meta := objectMeta(iec, iec.Name, componentFront)
 	return &corev1.Service{
 		ObjectMeta: meta,
@@ -240,6 +237,16 @@ func frontService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
 			Ports:    []corev1.ServicePort{{Name: name, Port: port, TargetPort: intstr.FromString(target), Protocol: corev1.ProtocolTCP}},
 		},
 	}
+}
+
+// frontPort is the endpoint Service's one port, which the Ingress and
+// HTTPRoute point at too: https/443 when the router serves TLS, http/80
+// otherwise.
+func frontPort(iec *v1alpha1.InferenceEndpointConfig) (string, int32) {
+	if routerTLS(iec) {
+		return "https", 443
+	}
+	return "http", 80
 }
 
 // routerTLS says the router serves clients over TLS (tlsSecretName, with

@@ -17,7 +17,7 @@ import (
 )
 
 // observe reads the children's readiness into iec's status.
-func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig, monitorCond metav1.Condition) error {
+func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig, conds childConditions) error {
 	gen := iec.Generation
 	st := &iec.Status
 	desired := int32Or(iec.Spec.Replicas, 1)
@@ -76,7 +76,8 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	meta.SetStatusCondition(&st.Conditions, rc)
 
 	meta.SetStatusCondition(&st.Conditions, r.cacheCondition(ctx, iec))
-	meta.SetStatusCondition(&st.Conditions, monitorCond)
+	meta.SetStatusCondition(&st.Conditions, conds.monitor)
+	setHTTPRouteCondition(iec, conds.httpRoute)
 	r.setKVEventsCondition(iec)
 
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, Status: metav1.ConditionTrue, Reason: "EndpointReady"}

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,10 +71,7 @@ func TestMain(m *testing.M) {
 
 func newScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
+	if err := controller.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
@@ -209,5 +205,31 @@ func setReady(t *testing.T, c client.Client, ns, name string, ready int32) {
 			ObservedGeneration: d.Generation, Replicas: ready, UpdatedReplicas: ready, ReadyReplicas: ready, AvailableReplicas: ready,
 		}
 		return c.Status().Update(context.Background(), &d)
+	})
+}
+
+// editSpec applies f to the latest iec from the API server and stores it,
+// again on a conflict with the operator's status writes.
+func editSpec(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, f func(*v1alpha1.InferenceEndpointConfig)) {
+	t.Helper()
+	eventually(t, "updating "+iec.Name, func() error {
+		var cur v1alpha1.InferenceEndpointConfig
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
+			return err
+		}
+		f(&cur)
+		return c.Update(context.Background(), &cur)
+	})
+}
+
+// waitStatus polls iec from the API server until check accepts it.
+func waitStatus(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, what string, check func(*v1alpha1.InferenceEndpointConfig) error) {
+	t.Helper()
+	eventually(t, what, func() error {
+		var cur v1alpha1.InferenceEndpointConfig
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(iec), &cur); err != nil {
+			return err
+		}
+		return check(&cur)
 	})
 }
