@@ -102,6 +102,12 @@ type InferenceEndpointConfigSpec struct {
 	// +optional
 	LoadBalancer LoadBalancerSpec `json:"loadBalancer,omitzero"`
 
+	// Tracing sends OpenTelemetry traces of the router and the workers to
+	// an OTLP collector: one trace per request, the router's spans and
+	// the worker's llm_request span joined by W3C trace context.
+	// +optional
+	Tracing TracingSpec `json:"tracing,omitzero"`
+
 	// Worker is the vLLM container.
 	Worker WorkerSpec `json:"worker"`
 
@@ -110,6 +116,28 @@ type InferenceEndpointConfigSpec struct {
 	// inference.warmpath.io/simulate: "true" does the same.
 	// +optional
 	Simulate bool `json:"simulate,omitempty"`
+}
+
+// TracingSpec is where traces go and how many.
+type TracingSpec struct {
+	// OTLPEndpoint is the collector's OTLP/HTTP base URL, e.g.
+	// http://otel-collector.observability:4318. The router exports to it
+	// (--otlp-endpoint); the workers to its /v1/traces
+	// (vLLM's --otlp-traces-endpoint, with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+	// http/protobuf). Empty: no tracing.
+	// +kubebuilder:validation:Pattern=`^https?://[^\s/]+(/[^\s]*)?$`
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
+
+	// SamplePercent is the share of requests traced that arrive without a
+	// caller's sampling decision (a caller's traceparent decides for its
+	// own requests).
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	SamplePercent *int32 `json:"samplePercent,omitempty"`
 }
 
 // ModelSourceConfig is the model's origin.

@@ -374,6 +374,10 @@ func TestInvalidSpecsRejected(t *testing.T) {
 		{"bad url", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "http://redis:6379"}
 		}, "spec.kvCacheSpec.l2CacheSpec.l2CacheLocalUrl: Invalid value"},
+		{"otlp endpoint without scheme", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Tracing.OTLPEndpoint = "otel-collector:4318" },
+			"spec.tracing.otlpEndpoint: Invalid value"},
+		{"sample over 100", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Tracing.SamplePercent = ptr.To[int32](150) },
+			"spec.tracing.samplePercent: Invalid value"},
 		{"interval too short", func(e *v1alpha1.InferenceEndpointConfig) {
 			e.Spec.Metrics.MetricsScrapeIntervalSeconds = ptr.To[int32](2)
 		},

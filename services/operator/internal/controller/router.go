@@ -148,6 +148,9 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig, o Options) []string {
 	if routerTLS(iec) {
 		args = append(args, "--tls-cert-file="+routerTLSDir+"/tls.crt", "--tls-key-file="+routerTLSDir+"/tls.key")
 	}
+	if t := iec.Spec.Tracing; t.OTLPEndpoint != "" {
+		args = append(args, "--otlp-endpoint="+t.OTLPEndpoint, "--trace-sample-ratio="+sampleRatio(t))
+	}
 	return args
 }
 

@@ -192,3 +192,53 @@ func TestRouterTLSFromSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestTracingReachesRouterAndWorkers: tracing.otlpEndpoint sends the
+// router's spans to the collector's OTLP/HTTP URL and the workers' to its
+// /v1/traces, over http/protobuf (vLLM's default is gRPC), each sampled at
+// samplePercent; without it neither traces.
+func TestTracingReachesRouterAndWorkers(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		endpoint string
+		percent  *int32
+		ratio    string
+	}{
+		{"off", "", nil, ""},
+		{"all", "http://otel-collector.obs:4318", nil, "1"},
+		{"a tenth, trailing slash", "http://otel-collector.obs:4318/", ptr.To[int32](10), "0.1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			iec := &v1alpha1.InferenceEndpointConfig{}
+			iec.Name, iec.Namespace = "e", "ns"
+			iec.Spec.ModelName = "m"
+			iec.Spec.Tracing = v1alpha1.TracingSpec{OTLPEndpoint: tt.endpoint, SamplePercent: tt.percent}
+			router := routerDeployment(iec, Options{RouterImage: "router"}).Spec.Template.Spec.Containers[0]
+			worker := workerDeployment(iec, Options{}).Spec.Template.Spec.Containers[0]
+			env := map[string]string{}
+			for _, e := range worker.Env {
+				env[e.Name] = e.Value
+			}
+			at := slices.Index(worker.Args, "--otlp-traces-endpoint")
+			if tt.endpoint == "" {
+				if slices.ContainsFunc(router.Args, func(a string) bool { return strings.HasPrefix(a, "--otlp-endpoint") }) || at >= 0 || env["OTEL_SERVICE_NAME"] != "" {
+					t.Fatalf("tracing off, yet router args %v, worker args %v, env %v", router.Args, worker.Args, env)
+				}
+				return
+			}
+			if !slices.Contains(router.Args, "--otlp-endpoint="+tt.endpoint) || !slices.Contains(router.Args, "--trace-sample-ratio="+tt.ratio) {
+				t.Errorf("router args %v: want the endpoint and ratio %s", router.Args, tt.ratio)
+			}
+			if at < 0 || at+1 >= len(worker.Args) || worker.Args[at+1] != "http://otel-collector.obs:4318/v1/traces" {
+				t.Errorf("worker args %v: want --otlp-traces-endpoint http://otel-collector.obs:4318/v1/traces", worker.Args)
+			}
+			want := map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_SERVICE_NAME": "e-worker",
+				"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": tt.ratio}
+			for k, v := range want {
+				if env[k] != v {
+					t.Errorf("worker env %s = %q, want %q", k, env[k], v)
+				}
+			}
+		})
+	}
+}

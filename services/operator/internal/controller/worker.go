@@ -193,9 +193,19 @@ func planWorker(iec *v1alpha1.InferenceEndpointConfig, o Options) workerPlan {
 		}
 		args = append(args, "--kv-events-config", string(ev))
 	}
+	if t := iec.Spec.Tracing; t.OTLPEndpoint != "" {
+		// vLLM's exporter takes the full traces URL (the OTLP/HTTP path
+		// included); the protocol comes from the environment (workerEnv).
+		args = append(args, "--otlp-traces-endpoint", strings.TrimSuffix(t.OTLPEndpoint, "/")+"/v1/traces")
+	}
 	p.Args = args
 	p.Env = workerEnv(iec, o)
 	return p
+}
+
+// sampleRatio is the tracing spec's share of requests traced, 0..1.
+func sampleRatio(t v1alpha1.TracingSpec) string {
+	return strconv.FormatFloat(float64(int32Or(t.SamplePercent, 100))/100, 'f', -1, 64)
 }
 
 func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar {
@@ -257,6 +267,17 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 			}
 			ours = append(ours, corev1.EnvVar{Name: "LMCACHE_REMOTE_URL", Value: url}, corev1.EnvVar{Name: "LMCACHE_REMOTE_SERDE", Value: serde})
 		}
+	}
+	if t := iec.Spec.Tracing; t.OTLPEndpoint != "" {
+		// vLLM exports over gRPC unless told otherwise; the spec names an
+		// OTLP/HTTP collector. The sampler variables are the OpenTelemetry
+		// SDK's own, which vLLM's tracer provider reads.
+		ours = append(ours,
+			corev1.EnvVar{Name: "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", Value: "http/protobuf"},
+			corev1.EnvVar{Name: "OTEL_SERVICE_NAME", Value: workerName(iec)},
+			corev1.EnvVar{Name: "OTEL_TRACES_SAMPLER", Value: "parentbased_traceidratio"},
+			corev1.EnvVar{Name: "OTEL_TRACES_SAMPLER_ARG", Value: sampleRatio(t)},
+		)
 	}
 	// Env is a map keyed by name under server-side apply: a user variable
 	// the operator also sets is dropped rather than duplicated.
