@@ -242,13 +242,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	// pool at scrape time; the app observes restarts.
 	a.prober = probe.New(ctx, o.Probe, nil, restartObserver{a}, o.Log.With("component", "probe"))
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
-		o.Log.Info("worker added", "worker", ep.URL)
+		// Models follow once the prober has asked (its "worker models").
+		o.Log.Info("worker registered", "worker", ep.URL, "name", ep.Name, "workers", len(a.pool.All()))
 		a.metrics.Ejections.WithLabelValues(ep.URL) // exported at 0 from the start
 		a.prober.Start(ep)
 		a.kvsubs.Start(ctx, ep.URL, ep)
 	}
 	a.pool.OnRemove = func(ep *pool.Endpoint) {
-		o.Log.Info("worker removed", "worker", ep.URL)
+		o.Log.Info("worker deregistered", "worker", ep.URL, "name", ep.Name, "workers", len(a.pool.All()))
 		a.prober.Stop(ep)
 		a.metrics.Ejections.DeleteLabelValues(ep.URL)
 		a.server.Forget(ep.URL)
