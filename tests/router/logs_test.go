@@ -135,8 +135,9 @@ func TestLogsVerifyRouting(t *testing.T) {
 	}
 	// One of each, as the router wrote it, for docs/router.md.
 	out := strings.Split(r.proc.Output(), "\n")
-	for _, msg := range []string{"worker registered", "worker models", "kv events: subscribed", "routed", "worker cache status"} {
-		if i := slices.IndexFunc(out, func(s string) bool { return strings.Contains(s, `"msg":"`+msg+`"`) }); i >= 0 {
+	for _, sub := range []string{`"msg":"worker registered"`, `"msg":"worker models"`, `"msg":"kv events: subscribed"`,
+		`"request_id":"` + ids[0] + `"`, `"request_id":"` + ids[1] + `"`, `"msg":"worker cache status"`} {
+		if i := slices.IndexFunc(out, func(s string) bool { return strings.Contains(s, sub) }); i >= 0 {
 			t.Log(out[i])
 		}
 	}
