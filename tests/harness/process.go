@@ -15,6 +15,7 @@ import (
 // shutdown.
 type Process struct {
 	cmd  *exec.Cmd
+	logs *lockedBuffer
 	done chan struct{}
 	err  error // cmd.Wait's, once done is closed
 }
@@ -29,7 +30,7 @@ func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
+	p := &Process{cmd: cmd, logs: logs, done: make(chan struct{})}
 	// One goroutine waits, so Kill, Wait and the cleanup may each be
 	// called in any order and any number of times.
 	go func() { p.err = cmd.Wait(); close(p.done) }()
@@ -41,6 +42,10 @@ func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string)
 	})
 	return p
 }
+
+// Output is what the process wrote so far, stdout and stderr interleaved:
+// for suites that check its log lines.
+func (p *Process) Output() string { return p.logs.String() }
 
 // Done is closed once the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }

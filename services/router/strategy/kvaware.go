@@ -2,6 +2,7 @@ package strategy
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -226,7 +227,11 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		return Decision{}, ErrNoEndpoint
 	}
 	if len(req.TokenIDs) == 0 {
-		return k.fallback.Pick(req, eps)
+		d, err := k.fallback.Pick(req, eps)
+		if err == nil {
+			d.Fallback = FallbackNoTokens
+		}
+		return d, err
 	}
 	seed := kvindex.Seed(req.Model, req.LoRA)
 	// Workers of one fleet share a block size; keys are computed once per
@@ -356,6 +361,9 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	// worker busy fetching a long document from the L2 is not taken for
 	// idle by the next request.
 	d.PrefillTokens = int(math.Ceil(tokens - credits[best]))
+	if d.MatchedChunks == 0 && d.TotalChunks > 0 && !slices.ContainsFunc(matches, func(m kvindex.Match) bool { return m.Any > 0 }) {
+		d.Fallback = FallbackNoPrefixCached
+	}
 	k.mu.Lock()
 	k.placed[eps[best].ID] += float64(max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0))
 	k.mu.Unlock()

@@ -166,7 +166,24 @@ func (p *PrefixAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	best := p.guard.Choose(eps, seed, func(i int) float64 {
 		return float64(cs[i].match(hs))
 	})
-	return p.record(NamePrefixAware, cs[best], &eps[best], hs), nil
+	d := p.record(NamePrefixAware, cs[best], &eps[best], hs)
+	if d.MatchedChunks == 0 && d.TotalChunks > 0 && !anyMatch(cs, hs) {
+		d.Fallback = FallbackNoPrefixCached
+	}
+	return d, nil
+}
+
+// anyMatch reports whether any of cs holds the first of hs. Called only
+// when the chosen worker matched nothing, it tells a prompt no worker
+// holds from one the load guard sent away from its holder (the guard
+// scores only the workers it admits).
+func anyMatch(cs []*chunkCache, hs []uint64) bool {
+	for _, c := range cs {
+		if c.match(hs[:1]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Forget drops everything learnt about endpointID.

@@ -93,11 +93,27 @@ type Decision struct {
 	// GPU, CPU (LMCache L1) and the shared L2, in that order. Where each
 	// tier's knowledge comes from is the worker's /debug/endpoints "tiers".
 	TierBlocks [3]int
+	// Fallback says why a cache-aware strategy had nothing to route on
+	// (FallbackNoPrefixCached, FallbackNoTokens); "" when it had, and for
+	// strategies that do not look at caches. The router logs and counts it.
+	Fallback string
 	// Keys are the prompt's block keys at the chosen worker's block size,
 	// when the strategy wants to hear when their prefill ends
 	// (PrefillObserver); nil otherwise.
 	Keys []uint64
 }
+
+// Fallback reasons (Decision.Fallback).
+const (
+	// FallbackNoPrefixCached: no candidate worker was believed to hold any
+	// of the prompt's leading chunks, so the choice fell to load and the
+	// tie-break. A prompt shorter than one chunk is not counted: it has
+	// nothing a cache could hold.
+	FallbackNoPrefixCached = "no_prefix_cached"
+	// FallbackNoTokens: kvaware had no token ids (tokenization failed, or
+	// no tokenizer) and routed by prefixaware instead.
+	FallbackNoTokens = "no_tokens"
+)
 
 // PrefillObserver is implemented by strategies that want to know when a
 // worker finished the prefill of a prompt they routed (its Decision.Keys):

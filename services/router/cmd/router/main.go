@@ -149,6 +149,8 @@ func run() error {
 	sample := fs.Float64("trace-sample-ratio", 1, "fraction of root requests traced")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
+	fs.Float64Var(&pc.RoutedLogPerSecond, "log-routed-per-second", 1, "routing decisions logged at INFO (routed lines, a token-bucket sample) per second; the rest at DEBUG. 0: DEBUG only")
+	fs.DurationVar(&prc.StatusInterval, "log-worker-status-interval", time.Minute, "log a worker cache status line per healthy worker this often: scraped GPU KV usage, requests, LMCache's hit rate over the interval. 0: off")
 
 	if err := flagenv.Apply(fs, "WARMPATH_ROUTER_"); err != nil {
 		return err
@@ -165,6 +167,9 @@ func run() error {
 	}
 	kv.Tiers[kvindex.CPU].Events = cpuSource
 	l2learnCfg.ChunkTokens = l2.ChunkTokens
+	if pc.RoutedLogPerSecond < 0 || prc.StatusInterval < 0 {
+		return errors.New("--log-routed-per-second and --log-worker-status-interval must not be negative")
+	}
 	if kv.Tiers[kvindex.CPU].CapacityTokens < 0 || kv.Tiers[kvindex.CPU].ChunkTokens < 1 {
 		return errors.New("--kv-cpu-capacity-tokens must not be negative and --kv-cpu-chunk-tokens must be positive")
 	}

@@ -234,13 +234,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	// pool at scrape time; the app observes restarts.
 	a.prober = probe.New(ctx, o.Probe, nil, restartObserver{a}, o.Log.With("component", "probe"))
 	a.pool.OnAdd = func(ep *pool.Endpoint) {
-		o.Log.Info("worker added", "worker", ep.URL)
+		// Models follow once the prober has asked (its "worker models").
+		o.Log.Info("worker registered", workerAttrs(ep, a.pool)...)
 		a.metrics.Ejections.WithLabelValues(ep.URL) // exported at 0 from the start
 		a.prober.Start(ep)
 		a.kvsubs.Start(ctx, ep.URL, ep)
 	}
 	a.pool.OnRemove = func(ep *pool.Endpoint) {
-		o.Log.Info("worker removed", "worker", ep.URL)
+		o.Log.Info("worker deregistered", workerAttrs(ep, a.pool)...)
 		a.prober.Stop(ep)
 		a.metrics.Ejections.DeleteLabelValues(ep.URL)
 		a.server.Forget(ep.URL)
@@ -250,6 +251,17 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 	}
 	return a, nil
+}
+
+// workerAttrs are a worker registered line's fields: its URL, the name
+// discovery gave it (a pod, a DNS host; static workers have none) and the
+// workers the pool holds now.
+func workerAttrs(ep *pool.Endpoint, p *pool.Pool) []any {
+	attrs := []any{"worker", ep.URL}
+	if ep.Name != "" {
+		attrs = append(attrs, "name", ep.Name)
+	}
+	return append(attrs, "workers", len(p.All()))
 }
 
 // build turns a configuration into routing state, keeping the previous

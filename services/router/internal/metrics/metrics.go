@@ -23,12 +23,15 @@ type Metrics struct {
 	DecisionDuration *prometheus.HistogramVec // strategy
 	MatchRatio       *prometheus.HistogramVec // strategy
 	CreditedBlocks   *prometheus.CounterVec   // strategy, tier
-	Retries          *prometheus.CounterVec   // reason
-	Rejections       *prometheus.CounterVec   // reason
-	Ejections        *prometheus.CounterVec   // worker
-	Restarts         *prometheus.CounterVec   // reason
-	ConfigReloads    *prometheus.CounterVec   // result
-	Tokenize         *prometheus.CounterVec   // result
+	// RoutingFallbacks counts cache-aware decisions that had nothing to
+	// route on, by the configured strategy and strategy.Decision.Fallback.
+	RoutingFallbacks *prometheus.CounterVec // strategy, reason
+	Retries          *prometheus.CounterVec // reason
+	Rejections       *prometheus.CounterVec // reason
+	Ejections        *prometheus.CounterVec // worker
+	Restarts         *prometheus.CounterVec // reason
+	ConfigReloads    *prometheus.CounterVec // result
+	Tokenize         *prometheus.CounterVec // result
 	// TokenizeLocalChat counts chats tokenized in-process, by result
 	// (LocalChatReused, LocalChatRendered, LocalChatFallback).
 	TokenizeLocalChat *prometheus.CounterVec
@@ -101,6 +104,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_credited_blocks_total",
 			Help: "Prompt blocks a cache-aware strategy believed cached on the worker it chose, by the tier credited (gpu, cpu: LMCache L1, l2: the shared cache); kvaware only.",
 		}, []string{"strategy", "tier"}),
+		RoutingFallbacks: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_routing_fallbacks_total",
+			Help: "Cache-aware routing decisions that had nothing to route on, by configured strategy and reason (no_prefix_cached: no worker was believed to hold any of the prompt; no_tokens: kvaware had no token ids and routed by prefixaware). A retry decides again.",
+		}, []string{"strategy", "reason"}),
 		Retries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_retries_total",
 			Help: "Requests retried on another worker before any byte reached the client, by reason (connect_error, refused, upstream_reset, upstream_5xx; which are retried is --retry-on).",

@@ -27,7 +27,37 @@ type Stats struct {
 	// ProcessStart is the worker's process_start_time_seconds (0 when it
 	// exports none): a change means a new process with an empty cache.
 	ProcessStart float64
-	ScrapedAt    time.Time
+	// PrefixCache is vLLM's GPU prefix cache, in tokens since the worker
+	// started (vllm:prefix_cache_hits_total of _queries_total); zero when
+	// not exported.
+	PrefixCache HitCounters
+	// LMCache is what the worker's LMCache exports; nil when none of it.
+	LMCache   *LMCacheStats
+	ScrapedAt time.Time
+}
+
+// HitCounters are a cache's hit and query counters, in tokens.
+type HitCounters struct{ Hits, Queries float64 }
+
+// Since is the hits and queries counted between then and c; when a
+// counter went back (the worker restarted), those counted since its new
+// start.
+func (c HitCounters) Since(then HitCounters) HitCounters {
+	if c.Hits < then.Hits || c.Queries < then.Queries {
+		return c
+	}
+	return HitCounters{Hits: c.Hits - then.Hits, Queries: c.Queries - then.Queries}
+}
+
+// LMCacheStats is what a worker's LMCache exports.
+type LMCacheStats struct {
+	// Retrieves are the tokens its retrieves found of those asked for
+	// (lmcache:num_hit_tokens_total of lmcache:num_requested_tokens_total).
+	Retrieves HitCounters
+	// LocalUsageBytes is lmcache:local_cache_usage, its local (CPU) cache's
+	// size, when HasLocalUsage.
+	LocalUsageBytes float64
+	HasLocalUsage   bool
 }
 
 // Ejection configures passive outlier ejection.

@@ -1,9 +1,11 @@
 // Package probe watches each worker actively: it checks GET /health, reads
 // the served models from GET /v1/models and scrapes GET /metrics for load
 // (vllm:num_requests_running, vllm:num_requests_waiting,
-// vllm:kv_cache_usage_perc), cache geometry (vllm:cache_config_info) and
-// process start time, writing the results into the endpoint's live state
-// and telling its Observer when a worker restarted.
+// vllm:kv_cache_usage_perc), cache geometry (vllm:cache_config_info),
+// process start time and cache hit counters (vLLM's prefix cache,
+// LMCache's retrieves and local usage), writing the results into the
+// endpoint's live state, telling its Observer when a worker restarted and,
+// every Config.StatusInterval, logging each healthy worker's cache status.
 package probe
 
 import (
@@ -13,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -34,6 +38,9 @@ type Config struct {
 	Timeout        time.Duration // per probe, 2s
 	// MaxBody bounds what is read from a probe response (4 MiB).
 	MaxBody int64
+	// StatusInterval is how often a healthy worker's scraped cache state
+	// is logged ("worker cache status"); 0: never.
+	StatusInterval time.Duration
 }
 
 func (c *Config) defaults() {
@@ -138,6 +145,15 @@ func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
 	// check is then a worker that may have restarted.
 	wasUp := false
 	var started float64 // process_start_time_seconds last scraped
+	// since is the scrape the last status line reported up to: the next
+	// one's hit rates are over the time after it.
+	var since pool.Stats
+	var status <-chan time.Time
+	if p.cfg.StatusInterval > 0 {
+		t := time.NewTicker(p.cfg.StatusInterval)
+		defer t.Stop()
+		status = t.C
+	}
 	check := func() {
 		was := ep.Healthy()
 		ok := p.checkHealth(ctx, ep)
@@ -155,6 +171,9 @@ func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
 	}
 	scrapeNow := func() {
 		st, ok := p.scrape(ctx, ep)
+		if ok && since.ScrapedAt.IsZero() {
+			since = st
+		}
 		if !ok || st.ProcessStart == 0 {
 			return
 		}
@@ -173,8 +192,57 @@ func (p *Prober) loop(ctx context.Context, ep *pool.Endpoint) {
 			check()
 		case <-scrape.C:
 			scrapeNow()
+		case <-status:
+			since = p.logStatus(ctx, ep, since)
 		}
 	}
+}
+
+// logStatus logs what was last scraped from a healthy worker, its hit
+// rates over the time since the scrape since, and returns the scrape the
+// line reported up to. An unhealthy or unscraped worker logs nothing; its
+// next line covers the time since the last.
+func (p *Prober) logStatus(ctx context.Context, ep *pool.Endpoint, since pool.Stats) pool.Stats {
+	cur := ep.Stats()
+	if !ep.Healthy() || cur.ScrapedAt.IsZero() {
+		return since
+	}
+	p.log.LogAttrs(ctx, slog.LevelInfo, "worker cache status", statusAttrs(ep.URL, since, cur)...)
+	return cur
+}
+
+// statusAttrs are the fields of a worker cache status line: the worker's
+// load and GPU KV usage as of cur, and its caches' hits over the time from
+// since to cur. A hit rate is left out when nothing was asked of the
+// cache meanwhile, the LMCache fields when the worker exports none.
+func statusAttrs(worker string, since, cur pool.Stats) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs, slog.String("worker", worker),
+		slog.Float64("gpu_kv_cache_usage", cur.KVCacheUsage), slog.Int("running", cur.Running), slog.Int("waiting", cur.Waiting),
+		slog.Float64("window_seconds", cur.ScrapedAt.Sub(since.ScrapedAt).Seconds()))
+	attrs = appendHits(attrs, "gpu_prefix", cur.PrefixCache.Since(since.PrefixCache))
+	if lm := cur.LMCache; lm != nil {
+		var then pool.HitCounters
+		if since.LMCache != nil {
+			then = since.LMCache.Retrieves
+		}
+		attrs = appendHits(attrs, "lmcache", lm.Retrieves.Since(then))
+		if lm.HasLocalUsage {
+			attrs = append(attrs, slog.Float64("lmcache_local_cache_usage_bytes", lm.LocalUsageBytes))
+		}
+	}
+	return attrs
+}
+
+// appendHits appends prefix_hit_tokens, prefix_requested_tokens and, when
+// any were requested, prefix_hit_rate.
+func appendHits(attrs []slog.Attr, prefix string, h pool.HitCounters) []slog.Attr {
+	attrs = append(attrs, slog.Float64(prefix+"_hit_tokens", h.Hits), slog.Float64(prefix+"_requested_tokens", h.Queries))
+	// A worker's counters are untrusted: no NaN or infinity for a rate.
+	if r := h.Hits / h.Queries; h.Queries > 0 && !math.IsNaN(r) && !math.IsInf(r, 0) {
+		attrs = append(attrs, slog.Float64(prefix+"_hit_rate", r))
+	}
+	return attrs
 }
 
 func (p *Prober) restarted(ep *pool.Endpoint, reason string) {
@@ -243,7 +311,13 @@ func (p *Prober) fetchModels(ctx context.Context, ep *pool.Endpoint) error {
 			models = append(models, m.ID)
 		}
 	}
+	was := ep.Models()
 	ep.SetModels(models)
+	// Once when first known, and on a change: which models a worker
+	// takes requests for is what an operator checks a new worker by.
+	if now := ep.Models(); was == nil || !slices.Equal(was, now) {
+		p.log.Info("worker models", "worker", ep.URL, "models", now)
+	}
 	return nil
 }
 
@@ -283,6 +357,8 @@ func ParseMetrics(body []byte) (pool.Stats, error) {
 	} else {
 		s.KVCacheUsage = maxValue(fams["vllm:gpu_cache_usage_perc"]) // before vLLM 0.10
 	}
+	s.PrefixCache = pool.HitCounters{Hits: sum(fams["vllm:prefix_cache_hits_total"]), Queries: sum(fams["vllm:prefix_cache_queries_total"])}
+	s.LMCache = parseLMCache(fams)
 	// Python's and Go's Prometheus clients both export it; vLLM's
 	// multiprocess mode does not (then restarts show only through health).
 	s.ProcessStart = maxValue(fams["process_start_time_seconds"])
@@ -303,6 +379,21 @@ func ParseMetrics(body []byte) (pool.Stats, error) {
 		}
 	}
 	return s, nil
+}
+
+// parseLMCache reads LMCache's retrieve counters and local cache usage;
+// nil when the worker exports none of them (no LMCache connector).
+func parseLMCache(fams map[string]*dto.MetricFamily) *pool.LMCacheStats {
+	hits, hitsOK := fams["lmcache:num_hit_tokens_total"]
+	req, reqOK := fams["lmcache:num_requested_tokens_total"]
+	usage, usageOK := fams["lmcache:local_cache_usage"]
+	if !hitsOK && !reqOK && !usageOK {
+		return nil
+	}
+	return &pool.LMCacheStats{
+		Retrieves:       pool.HitCounters{Hits: sum(hits), Queries: sum(req)},
+		LocalUsageBytes: sum(usage), HasLocalUsage: usageOK,
+	}
 }
 
 func value(m *dto.Metric) float64 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -71,6 +72,18 @@ func startFleet(t *testing.T, cfg Config, handlers ...http.HandlerFunc) *fleet {
 // startFleetOn is startFleet serving on ln.
 func startFleetOn(t *testing.T, ln net.Listener, cfg Config, handlers ...http.HandlerFunc) *fleet {
 	t.Helper()
+	return startFleetWith(t, ln, cfg, fleetOptions{}, handlers...)
+}
+
+// fleetOptions change what startFleetWith builds the router with.
+type fleetOptions struct {
+	strategy strategy.Strategy // nil: round robin
+	log      *slog.Logger      // nil: discarded
+}
+
+// startFleetWith is startFleetOn with a strategy and logger of the test's.
+func startFleetWith(t *testing.T, ln net.Listener, cfg Config, o fleetOptions, handlers ...http.HandlerFunc) *fleet {
+	t.Helper()
 	f := &fleet{pool: pool.New()}
 	for range handlers {
 		w := &testWorker{}
@@ -99,15 +112,18 @@ func startFleetOn(t *testing.T, ln net.Listener, cfg Config, handlers ...http.Ha
 		ep.SetHealthy(true, time.Now())
 		ep.SetModels([]string{"m"})
 	}
-	sc := strategy.Defaults()
-	sc.Name = strategy.NameRoundRobin
-	s, err := strategy.New(sc)
-	if err != nil {
-		t.Fatal(err)
+	s := o.strategy
+	if s == nil {
+		sc := strategy.Defaults()
+		sc.Name = strategy.NameRoundRobin
+		var err error
+		if s, err = strategy.New(sc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	lim := limiter.New(limiter.Config{})
 	f.metrics = metrics.New(prometheus.NewRegistry(), f.pool, lim.Stats)
-	f.srv = New(cfg, f.pool, lim, f.metrics, noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	f.srv = New(cfg, f.pool, lim, f.metrics, noop.NewTracerProvider().Tracer("t"), o.log, &Routing{Strategy: s})
 	go func() { _ = f.srv.Serve(ln) }()
 	t.Cleanup(func() { f.srv.Shutdown(time.Second) })
 	f.url = "http://" + ln.Addr().String()

@@ -28,12 +28,9 @@ func (s *Server) route(x *exchange) outcome {
 		x.span.SetAttributes(attribute.String("warmpath.strategy", x.strategy), attribute.String("warmpath.worker", c.ep.URL),
 			attribute.Int("warmpath.match_chunks", c.dec.MatchedChunks), attribute.Int("warmpath.prompt_chunks", c.dec.TotalChunks),
 			attribute.Int("warmpath.attempt", len(x.tries)))
-		// What an operator checks routing by (--log-level debug): where the
-		// request went and which cache tier the strategy credited.
-		x.log().Debug("routed", "worker", c.ep.URL, "strategy", x.strategy, "attempt", len(x.tries),
-			"matched_blocks", c.dec.MatchedChunks, "prompt_blocks", c.dec.TotalChunks,
-			"gpu_blocks", c.dec.TierBlocks[0], "cpu_blocks", c.dec.TierBlocks[1], "l2_blocks", c.dec.TierBlocks[2],
-			"prefill_tokens", c.dec.PrefillTokens)
+		// What an operator checks routing by: where the request went and
+		// which cache tier the strategy credited (a sample at INFO).
+		s.logRouted(x, c)
 		// forward returns once the first body byte is in (or the attempt
 		// failed): the worker's prefill of this prompt is over either way.
 		prefillDone := c.ep.StartPrefill(c.dec.PrefillTokens)
@@ -142,6 +139,11 @@ func (s *Server) pick(x *exchange, eps []strategy.Endpoint) (strategy.Decision, 
 		x.strategy = dec.Strategy
 	}
 	s.metrics.MatchRatio.WithLabelValues(x.strategy).Observe(dec.MatchRatio)
+	if dec.Fallback != "" {
+		// Labelled with the configured strategy: kvaware's no_tokens
+		// decision was made by prefixaware.
+		s.metrics.RoutingFallbacks.WithLabelValues(x.routing.Strategy.Name(), dec.Fallback).Inc()
+	}
 	for t, n := range dec.TierBlocks {
 		if n > 0 {
 			s.metrics.CreditedBlocks.WithLabelValues(x.strategy, tierName(t)).Add(float64(n))

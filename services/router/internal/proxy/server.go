@@ -80,6 +80,10 @@ type Config struct {
 	APIKeys Keys
 	// Ejection configures passive outlier ejection.
 	Ejection pool.Ejection
+	// RoutedLogPerSecond is how many `routed` lines a second go out at
+	// INFO, sampled by a token bucket; the rest are DEBUG. 0 logs every
+	// one at DEBUG only.
+	RoutedLogPerSecond float64
 }
 
 // Defaults fills zero fields.
@@ -157,6 +161,8 @@ type Server struct {
 
 	// panicWarnAt is when panic routing was last logged (unix ns).
 	panicWarnAt atomic.Int64
+	// routed samples the `routed` lines logged at INFO.
+	routed routedSampler
 }
 
 // New builds the server. routing must be set before serving.
@@ -171,6 +177,7 @@ func New(cfg Config, p *pool.Pool, lim *limiter.Limiter, m *metrics.Metrics, tra
 		client: upstream.New(upstream.Config{DialTimeout: cfg.ConnectTimeout}),
 		bufs:   sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 		conns:  map[net.Conn]struct{}{},
+		routed: newRoutedSampler(cfg.RoutedLogPerSecond),
 	}
 	s.routing.Store(routing)
 	gin.SetMode(gin.ReleaseMode)
