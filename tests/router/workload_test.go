@@ -4,19 +4,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
+	"github.com/warmpath/warmpath/tests/harness"
 )
 
 // sharedPrefixPrompts is the SGLang generated-shared-prefix workload, scaled
@@ -227,9 +222,7 @@ func TestSessionStickiness(t *testing.T) {
 // exported over OTLP/HTTP, and that the worker receives the W3C
 // traceparent of that span.
 func TestTracePropagation(t *testing.T) {
-	collector := &spanCollector{}
-	otlp := httptest.NewServer(collector)
-	t.Cleanup(otlp.Close)
+	collector, otlpURL := harness.StartSpanReceiverHTTP(t)
 	var mu sync.Mutex
 	var seen []string
 	w := startWorker(t)
@@ -243,21 +236,21 @@ func TestTracePropagation(t *testing.T) {
 		proxyTo(rw, req, w.url)
 	})}
 	spyW := serveSpy(t, spy)
-	r := startRouter(t, []*worker{spyW}, "--otlp-endpoint", otlp.URL+"/v1/traces")
+	r := startRouter(t, []*worker{spyW}, "--otlp-endpoint", otlpURL)
 	resp, body := post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"trace me","max_tokens":1}`,
 		"Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 	shutdown(t, r) // the router flushes its spans as it exits
-	var sp *tracepb.Span
-	for _, s := range collector.all() {
+	var sp *harness.Span
+	for _, s := range collector.Spans() {
 		if hex.EncodeToString(s.TraceId) == "4bf92f3577b34da6a3ce929d0e0e4736" {
-			sp = s
+			sp = &s
 		}
 	}
 	if sp == nil {
-		t.Fatalf("no span of the caller's trace among the %d exported", len(collector.all()))
+		t.Fatalf("no span of the caller's trace among the %d exported", len(collector.Spans()))
 	}
 	attrs := map[string]string{}
 	for _, kv := range sp.Attributes {
@@ -273,43 +266,4 @@ func TestTracePropagation(t *testing.T) {
 	if len(seen) != 1 || !strings.HasPrefix(seen[0], "00-4bf92f3577b34da6a3ce929d0e0e4736-") || strings.Contains(seen[0], "00f067aa0ba902b7") {
 		t.Errorf("worker saw traceparent %q, want the same trace with the router's span as parent", seen)
 	}
-}
-
-// spanCollector is an OTLP/HTTP trace receiver (protobuf, uncompressed,
-// as the router's exporter sends by default) keeping every span.
-type spanCollector struct {
-	mu    sync.Mutex
-	spans []*tracepb.Span
-}
-
-func (c *spanCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	var req coltrace.ExportTraceServiceRequest
-	if err == nil {
-		err = proto.Unmarshal(body, &req)
-	}
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	c.mu.Lock()
-	for _, rs := range req.ResourceSpans {
-		for _, ss := range rs.ScopeSpans {
-			c.spans = append(c.spans, ss.Spans...)
-		}
-	}
-	c.mu.Unlock()
-	out, err := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
-
-func (c *spanCollector) all() []*tracepb.Span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.spans)
 }

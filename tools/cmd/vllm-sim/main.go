@@ -68,6 +68,7 @@ func run() error {
 	lmEvents := fs.String("lmcache-kv-events", string(lmcache.EventsStoreOnly), "what the LMCache L1 publishes as KV events: store-only (current LMCache: stores, never evictions), none (GPU events only) or full (stores and evictions; a future LMCache)")
 	listPresets := fs.Bool("list-presets", false, "print each timing preset's derived figures and exit")
 	fs.StringVar(&o.WorkerID, "worker-id", "0", "LMCache worker/instance id label")
+	fs.StringVar(&o.OTLPTracesEndpoint, "otlp-traces-endpoint", "", "OTLP collector URL for one llm_request span per finished request, as vLLM exports (gRPC unless OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf, then the URL is POSTed to as given, e.g. http://collector:4318/v1/traces)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "time in-flight requests get to finish on SIGTERM")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "json", "json or text")
@@ -77,7 +78,8 @@ func run() error {
 		fmt.Fprintf(fs.Output(), "\nEnvironment: VLLM_SIM_<FLAG> sets any flag; PYTHONHASHSEED fixes block hashes;\n"+
 			"VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 sends 32-byte hashes; LMCACHE_CHUNK_SIZE,\n"+
 			"LMCACHE_LOCAL_CPU and LMCACHE_MAX_LOCAL_CPU_SIZE (GB) size the LMCache L1;\n"+
-			"LMCACHE_REMOTE_URL names its L2.\n")
+			"LMCACHE_REMOTE_URL names its L2; OTEL_EXPORTER_OTLP_TRACES_PROTOCOL (grpc, the\n"+
+			"default, or http/protobuf) and OTEL_SERVICE_NAME (default vllm) shape tracing.\n")
 	}
 	if err := flagenv.Apply(fs, "VLLM_SIM_"); err != nil {
 		return err
@@ -167,6 +169,13 @@ func upstreamEnv(o *app.Options) error {
 	}
 	if v, ok := os.LookupEnv("LMCACHE_REMOTE_URL"); ok && o.LMCache.RemoteURL == "" {
 		o.LMCache.RemoteURL = v
+	}
+	if o.OTLPTracesEndpoint != "" {
+		p, err := app.TracesProtocol(os.LookupEnv)
+		if err != nil {
+			return err
+		}
+		o.OTLPTracesProtocol = p
 	}
 	return nil
 }

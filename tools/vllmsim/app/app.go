@@ -20,11 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
@@ -76,7 +79,32 @@ type Options struct {
 	MaxWaitingRequests int
 	// WorkerID labels LMCache metrics (LMCache's lmcache_instance_id).
 	WorkerID string
-	Log      *slog.Logger
+	// OTLPTracesEndpoint is vLLM's --otlp-traces-endpoint: the collector
+	// each finished request's llm_request span goes to; empty traces
+	// nothing.
+	OTLPTracesEndpoint string
+	// OTLPTracesProtocol is the exporter's transport (TracesProtocol);
+	// empty is vLLM's default, gRPC.
+	OTLPTracesProtocol telemetry.Protocol
+	// TraceExporter replaces the OTLP exporter (in-process tests).
+	TraceExporter sdktrace.SpanExporter
+	Log           *slog.Logger
+}
+
+// tracingFlushTimeout bounds the wait for the last spans at shutdown, so
+// an unreachable collector cannot hold the process.
+const tracingFlushTimeout = 5 * time.Second
+
+// TracesProtocol is the trace exporter's transport as vLLM picks it:
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, grpc when unset, and any value but
+// grpc or http/protobuf an error (vLLM refuses it at start too). lookup
+// is os.LookupEnv outside tests.
+func TracesProtocol(lookup func(string) (string, bool)) (telemetry.Protocol, error) {
+	p, err := telemetry.TracesProtocolFromEnv(lookup, telemetry.ProtocolGRPC)
+	if err != nil {
+		return "", fmt.Errorf("app: %w", err)
+	}
+	return p, nil
 }
 
 // LMCacheOptions are the LMCache settings the emulation honours (from
@@ -136,6 +164,8 @@ type App struct {
 	remote    l2remote.Client
 	engineCfg engine.Config
 	model     timing.Model
+	// stopTracing flushes and closes the span exporter (nil: no tracing).
+	stopTracing func(context.Context) error
 }
 
 // kvTransferConfig is the part of --kv-transfer-config the simulator reads.
@@ -275,6 +305,12 @@ func New(ctx context.Context, o Options) (*App, error) {
 		a.l2.SetObserver(sm)
 	}
 
+	var tracer trace.Tracer
+	if o.OTLPTracesEndpoint != "" || o.TraceExporter != nil {
+		if tracer, err = a.startTracing(ctx); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := server.New(server.Config{
 		ServedModelNames: o.ServedModelNames, ModelRoot: o.Model, MaxModelLen: o.MaxModelLen,
 		Tokenizer: tok, Generator: a.rt,
@@ -284,6 +320,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		DefaultChatMaxTokens:      o.DefaultChatMaxTokens,
 		EnablePromptTokensDetails: o.EnablePromptTokensDetails,
 		MaxBodyBytes:              o.MaxBodyBytes, Version: Version, Log: o.Log,
+		Tracer: tracer,
 	})
 	if err != nil {
 		return nil, err
@@ -291,8 +328,27 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.handler = srv
 	o.Log.Info("engine ready", "model", o.Model, "timing", model.String(), "num_gpu_blocks", numBlocks,
 		"block_size", o.BlockSize, "prefix_caching", o.EnablePrefixCaching, "lmcache_l1", a.l1 != nil, "lmcache_remote", o.LMCache.RemoteURL,
-		"kv_events", a.pub != nil, "time_scale", o.TimeScale)
+		"kv_events", a.pub != nil, "time_scale", o.TimeScale, "otlp_traces_endpoint", o.OTLPTracesEndpoint)
 	return a, nil
+}
+
+// startTracing builds the tracer of the llm_request spans. The service is
+// vllm unless OTEL_SERVICE_NAME names another; the provider stays out of
+// the otel globals, as several workers may share a test process.
+func (a *App) startTracing(ctx context.Context) (trace.Tracer, error) {
+	proto := a.opts.OTLPTracesProtocol
+	if proto == "" {
+		proto = telemetry.ProtocolGRPC
+	}
+	tp, stop, err := telemetry.NewTracerProvider(ctx, telemetry.TracingConfig{
+		ServiceName: "vllm", OTLPEndpoint: a.opts.OTLPTracesEndpoint, Protocol: proto, Exporter: a.opts.TraceExporter,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("app: --otlp-traces-endpoint: %w", err)
+	}
+	a.stopTracing = stop
+	// vLLM's instrumentation scope.
+	return tp.Tracer("vllm.llm_engine"), nil
 }
 
 // l1Handler serves the L1's resident chunks as the KV events name them
@@ -427,6 +483,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) e
 		if cerr := a.remote.Close(); cerr != nil {
 			a.opts.Log.Warn("close lmcache remote", "err", cerr)
 		}
+	}
+	if a.stopTracing != nil {
+		// Requests finished during the grace period; send their spans.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+		if terr := a.stopTracing(flushCtx); terr != nil {
+			a.opts.Log.Warn("flush traces", "err", terr)
+		}
+		cancel()
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

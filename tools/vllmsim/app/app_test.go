@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ const modelName = "meta-llama/Llama-3.1-8B-Instruct"
 type sim struct {
 	app  *App
 	base string
+	// stop shuts the worker down as SIGTERM does and waits for Serve to
+	// return; the test's cleanup calls it too.
+	stop func()
 }
 
 func startSim(t *testing.T, mod func(*Options)) *sim {
@@ -53,13 +57,14 @@ func startSim(t *testing.T, mod func(*Options)) *sim {
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Serve(ctx, ln, 5*time.Second) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &sim{app: a, base: "http://" + ln.Addr().String()}
+	t.Cleanup(stop)
+	return &sim{app: a, base: "http://" + ln.Addr().String(), stop: stop}
 }
 
 func (s *sim) client() openai.Client {

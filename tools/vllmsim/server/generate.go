@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,14 +182,17 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, f format) {
 	if j.params.CacheSalt != "" {
 		req.Extra = []string{j.params.CacheSalt}
 	}
+	wall := time.Now()
 	tokens, err := s.cfg.Generator.Submit(withTokens(req, gen))
 	if err != nil {
 		openai.WriteError(w, submitError(err))
 		return
 	}
+	// Submit set Arrival; the engine never changes it after.
+	at := arrival{wall: wall, sim: req.Arrival}
 	created := time.Now().Unix()
 	if j.params.Stream {
-		s.stream(r.Context(), w, j, f, created, tokens)
+		s.stream(r, w, j, f, created, tokens, at)
 		return
 	}
 	var sb strings.Builder
@@ -206,6 +208,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, f format) {
 					openai.WriteError(w, openai.Errorf(http.StatusServiceUnavailable, "request %s was aborted", j.id))
 					return
 				}
+				s.traceFinished(r.Context(), r.Header, j, at, last.Stats)
 				writeJSON(w, http.StatusOK, f.full(j, created, sb.String(), s.usage(last.Stats)))
 				return
 			}
@@ -216,7 +219,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, j *job, f format) {
 	}
 }
 
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, j *job, f format, created int64, tokens <-chan runtime.Token) {
+func (s *Server) stream(r *http.Request, w http.ResponseWriter, j *job, f format, created int64, tokens <-chan runtime.Token, at arrival) {
+	ctx := r.Context()
 	sse := openai.NewSSEWriter(w)
 	includeUsage := j.params.StreamOptions != nil && j.params.StreamOptions.IncludeUsage
 	continuous := includeUsage && j.params.StreamOptions.ContinuousUsageStats
@@ -245,6 +249,9 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, j *job, f fo
 			if !tok.Final {
 				continue
 			}
+			// The engine finished the request whether or not the client
+			// reads the rest of the stream.
+			s.traceFinished(ctx, r.Header, j, at, tok.Stats)
 			if includeUsage {
 				if err := writeEvent(sse, f.usageChunk(j, created, s.usage(tok.Stats))); err != nil {
 					return

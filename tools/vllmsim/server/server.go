@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/runtime"
@@ -60,6 +62,9 @@ type Config struct {
 	// EnablePromptTokensDetails adds prompt_tokens_details.cached_tokens
 	// to usage (vLLM's --enable-prompt-tokens-details).
 	EnablePromptTokensDetails bool
+	// Tracer exports each finished request's llm_request span (vLLM's
+	// --otlp-traces-endpoint); nil traces nothing.
+	Tracer trace.Tracer
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64
 	Version      string
