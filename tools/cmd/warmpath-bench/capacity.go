@@ -30,7 +30,7 @@ type capacityFlags struct {
 	workers, strategies, out, imgDir, trace, preset, l1Events, priceSource string
 	seed                                                                   uint64
 	traceMax, parallel, maxProbes, chatUsers, chatRounds, chatWorkers      int
-	l1GB, price, tolerance, chatQPS, goal                                  float64
+	l1GB, price, tolerance, chatQPS, chatStart, goal                       float64
 	traceSLO, traceRelaxedSLO, chatSLO, chatThink                          time.Duration
 }
 
@@ -45,10 +45,11 @@ func (f *capacityFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.traceSLO, "trace-slo", 2*time.Second, "TTFT p90 SLO of the trace")
 	fs.DurationVar(&f.traceRelaxedSLO, "trace-relaxed-slo", 3*time.Second, "a second, looser TTFT p90 SLO for the trace at the first fleet size (0: none), reusing the first's runs")
 	fs.DurationVar(&f.chatSLO, "chat-slo", 500*time.Millisecond, "TTFT p90 SLO of the multi-round chat")
-	fs.IntVar(&f.chatUsers, "chat-users", 800, "chat: users")
-	fs.IntVar(&f.chatRounds, "chat-rounds", 5, "chat: rounds per user")
-	fs.Float64Var(&f.chatQPS, "chat-qps", 40, "chat: users starting per second at load factor 1")
-	fs.DurationVar(&f.chatThink, "chat-think", 5*time.Second, "chat: think time at load factor 1")
+	fs.IntVar(&f.chatUsers, "chat-users", 2000, "chat: users")
+	fs.IntVar(&f.chatRounds, "chat-rounds", 3, "chat: rounds per user")
+	fs.Float64Var(&f.chatQPS, "chat-qps", 10, "chat: users starting per second at load factor 1")
+	fs.DurationVar(&f.chatThink, "chat-think", 10*time.Second, "chat: think time at load factor 1")
+	fs.Float64Var(&f.chatStart, "chat-start", 4, "chat: first load factor tried")
 	fs.IntVar(&f.chatWorkers, "chat-workers", 8, "chat: fleet size (0: no chat)")
 	fs.StringVar(&f.preset, "preset", "", "timing preset (default: the simulator's)")
 	fs.Float64Var(&f.l1GB, "l1-gb", 100, "LMCache L1 per worker of the GPU+L1 configuration, GB")
@@ -95,7 +96,7 @@ func (f *capacityFlags) workloads() ([]capacity.Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, capacity.Workload{Name: "multi-round", Requests: chat, Workers: f.chatWorkers, SLO: slo(f.chatSLO), Start: 1, Group: "chat"})
+		out = append(out, capacity.Workload{Name: "multi-round", Requests: chat, Workers: f.chatWorkers, SLO: slo(f.chatSLO), Start: f.chatStart, Group: "chat"})
 	}
 	return out, nil
 }
