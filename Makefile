@@ -197,8 +197,8 @@ bench-routing-shapes: ## des mode on each generated workload shape, every strate
 	done
 
 # bench-capacity replays the trace's first CAPACITY_TRACE_MAX requests (the
-# whole trace takes about four times as long per run; docs/benchmarks.md).
-CAPACITY_TRACE_MAX ?= 1000
+# whole trace takes about twice as long per run; docs/benchmarks.md).
+CAPACITY_TRACE_MAX ?= 2000
 
 .PHONY: bench-capacity
 bench-capacity: ## goodput (req/s at TTFT p90 <= SLO, queue not growing) and cost per 1K tokens per strategy x cache, des mode: trace at 8 and 32 workers, chat at 8 -> bench/results/capacity.json, docs/img/capacity_*.png

@@ -16,18 +16,18 @@ type Price struct {
 // Row is one curve's goodput and cost, and its change against the
 // baselines of the same workload, fleet and SLO.
 type Row struct {
-	Workload     string  `json:"workload"`
-	Workers      int     `json:"workers"`
-	SLOms        float64 `json:"ttft_p90_slo_ms"`
-	Strategy     string  `json:"strategy"`
-	Cache        string  `json:"cache"`
-	Outcome      Outcome `json:"outcome,omitempty"`
-	NotModelled  string  `json:"not_modelled,omitempty"`
-	Factor       float64 `json:"factor"`
-	SustainedRPS float64 `json:"sustained_rps"`
-	OutputTokS   float64 `json:"output_tok_s"`
-	TTFTP90ms    float64 `json:"ttft_p90_ms"`
-	GPUSecPer1K  float64 `json:"gpu_seconds_per_1k_tokens"`
+	Workload    string  `json:"workload"`
+	Workers     int     `json:"workers"`
+	SLOms       float64 `json:"ttft_p90_slo_ms"`
+	Strategy    string  `json:"strategy"`
+	Cache       string  `json:"cache"`
+	Outcome     Outcome `json:"outcome,omitempty"`
+	NotModelled string  `json:"not_modelled,omitempty"`
+	Factor      float64 `json:"factor"`
+	GoodputRPS  float64 `json:"goodput_rps"`
+	OutputTokS  float64 `json:"output_tok_s"`
+	TTFTP90ms   float64 `json:"ttft_p90_ms"`
+	GPUSecPer1K float64 `json:"gpu_seconds_per_1k_tokens"`
 	// USDPer1K is GPUSecPer1K priced: 0 when no load met the SLO.
 	USDPer1K float64 `json:"usd_per_1k_tokens"`
 	// Goodput ratios and cost changes (percent) against round robin on
@@ -65,7 +65,7 @@ func Rows(curves []Curve, price Price, base Baselines) []Row {
 			}
 		}
 		g := c.Goodput
-		r.Factor, r.SustainedRPS, r.OutputTokS, r.TTFTP90ms, r.GPUSecPer1K = round(g.Factor), g.SustainedRPS, g.OutputTokS, g.TTFTP90ms, g.GPUSecondsPer1K
+		r.Factor, r.GoodputRPS, r.OutputTokS, r.TTFTP90ms, r.GPUSecPer1K = round(g.Factor), g.OfferedRPS, g.OutputTokS, g.TTFTP90ms, g.GPUSecondsPer1K
 		if g.GPUSecondsPer1K > 0 {
 			r.USDPer1K = math.Round(g.GPUSecondsPer1K/3600*price.USDPerGPUHour*1e6) / 1e6
 		}
@@ -88,10 +88,10 @@ func Rows(curves []Curve, price Price, base Baselines) []Row {
 
 // compare is r's goodput over b's and r's cost per token against b's.
 func compare(r, b Row) (*float64, *float64) {
-	if r.SustainedRPS <= 0 || b.SustainedRPS <= 0 {
+	if r.GoodputRPS <= 0 || b.GoodputRPS <= 0 {
 		return nil, nil
 	}
-	x := math.Round(r.SustainedRPS/b.SustainedRPS*1000) / 1000
+	x := math.Round(r.GoodputRPS/b.GoodputRPS*1000) / 1000
 	c := math.Round((r.GPUSecPer1K-b.GPUSecPer1K)/b.GPUSecPer1K*1000) / 10
 	return &x, &c
 }
@@ -104,8 +104,8 @@ type Goal struct {
 	SLOms      float64  `json:"ttft_p90_slo_ms"`
 	Target     float64  `json:"target_x"`
 	Best       string   `json:"best"`
-	BestRPS    float64  `json:"best_sustained_rps"`
-	BaseRPS    float64  `json:"baseline_sustained_rps"`
+	BestRPS    float64  `json:"best_goodput_rps"`
+	BaseRPS    float64  `json:"baseline_goodput_rps"`
 	X          *float64 `json:"goodput_x,omitempty"`
 	CostChange *float64 `json:"cost_change_pct,omitempty"`
 	Met        bool     `json:"met"`
@@ -124,12 +124,12 @@ func CheckGoal(rows []Row, workload string, workers int, slo float64, target flo
 			continue
 		}
 		if r.Strategy == base.Strategy && r.Cache == base.GPU {
-			g.BaseRPS = r.SustainedRPS
+			g.BaseRPS = r.GoodputRPS
 		}
 		if r.Strategy == base.Strategy || r.NotModelled != "" {
 			continue
 		}
-		if best == nil || r.SustainedRPS > best.SustainedRPS {
+		if best == nil || r.GoodputRPS > best.GoodputRPS {
 			best = r
 		}
 	}
@@ -137,7 +137,7 @@ func CheckGoal(rows []Row, workload string, workers int, slo float64, target flo
 		g.Note = "no warmpath configuration ran"
 		return g
 	}
-	g.Best, g.BestRPS = best.Strategy+" / "+best.Cache, best.SustainedRPS
+	g.Best, g.BestRPS = best.Strategy+" / "+best.Cache, best.GoodputRPS
 	switch {
 	case g.BaseRPS <= 0 && g.BestRPS > 0:
 		g.Met = true
@@ -166,7 +166,7 @@ func Markdown(w io.Writer, rows []Row) error {
 			outcome = fmt.Sprintf("unattainable (p90 %.0f ms at the lowest load)", r.UnloadedP90Floor)
 		}
 		fmt.Fprintf(&b, "| %s | %d | %.0f ms | %s / %s | %s | %.2f | %.0f | %.0f ms | %.2f | %.5f | %s | %s |\n",
-			r.Workload, r.Workers, r.SLOms, r.Strategy, r.Cache, outcome, r.SustainedRPS, r.OutputTokS, r.TTFTP90ms,
+			r.Workload, r.Workers, r.SLOms, r.Strategy, r.Cache, outcome, r.GoodputRPS, r.OutputTokS, r.TTFTP90ms,
 			r.GPUSecPer1K, r.USDPer1K, versus(r.GoodputXvsRRGPU, r.CostPctvsRRGPU), versus(r.GoodputXvsRRL1, r.CostPctvsRRL1))
 	}
 	_, err := io.WriteString(w, b.String())

@@ -9,7 +9,7 @@ import (
 func curve(strategy, cache string, rps, gpuSec float64, o Outcome) Curve {
 	c := Curve{Workload: "w", Workers: 8, SLOms: 2000, Strategy: strategy, Cache: cache, Search: &Search{Outcome: o}}
 	if rps > 0 {
-		c.Goodput = Probe{Factor: 1, SustainedRPS: rps, GPUSecondsPer1K: gpuSec, Pass: true}
+		c.Goodput = Probe{Factor: 1, OfferedRPS: rps, GPUSecondsPer1K: gpuSec, Pass: true}
 	}
 	return c
 }

@@ -84,8 +84,8 @@ func TestMeasure(t *testing.T) {
 	}
 	p := Measure(records(10, func(int) float64 { return 0 }), 4, slo)
 	// 10 requests over 9 s of arrivals and 10 s of makespan, 100 tokens.
-	if p.OfferedRPS != 1.11 || p.SustainedRPS != 1 || p.OutputTokS != 10 || p.GPUSecondsPer1K != 400 {
-		t.Fatalf("%+v: want 1.11 offered, 1 sustained req/s, 10 tok/s, 400 GPU-s per 1K tokens", p)
+	if p.OfferedRPS != 1.11 || p.OutputTokS != 11.11 || p.GPUSecondsPer1K != 360 || p.MakespanS != 10 {
+		t.Fatalf("%+v: want 1.11 req/s, 11.11 tok/s, 360 GPU-s per 1K tokens over 9 s, makespan 10 s", p)
 	}
 	growing := Measure(records(30, func(i int) float64 { return float64(i) / 50 }), 4,
 		SLO{TTFTP90: time.Minute, QueueGrowth: 100 * time.Millisecond})

@@ -32,7 +32,7 @@ func Plots(dir string, curves []Curve) ([]string, error) {
 		var vals plotter.Values
 		for _, c := range group {
 			if c.NotModelled == "" {
-				names, vals = append(names, c.Name()), append(vals, c.Goodput.SustainedRPS)
+				names, vals = append(names, c.Name()), append(vals, c.Goodput.OfferedRPS)
 			}
 		}
 		bars, err := report.BarPlot(fmt.Sprintf("Goodput (req/s at TTFT p90 <= %.0f ms) — %s, %d workers", c0.SLOms, c0.Workload, c0.Workers),

@@ -41,7 +41,7 @@ func (f *capacityFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.imgDir, "img-dir", "docs/img", "directory of the PNG plots")
 	fs.StringVar(&f.trace, "trace", "", "Mooncake-format JSONL (default: the shipped synthetic trace)")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
-	fs.IntVar(&f.traceMax, "trace-max", 1000, "keep the trace's first N requests (0: all), to bound the run time")
+	fs.IntVar(&f.traceMax, "trace-max", 2000, "keep the trace's first N requests (0: all), to bound the run time")
 	fs.DurationVar(&f.traceSLO, "trace-slo", 2*time.Second, "TTFT p90 SLO of the trace")
 	fs.DurationVar(&f.traceRelaxedSLO, "trace-relaxed-slo", 3*time.Second, "a second, looser TTFT p90 SLO for the trace at the first fleet size (0: none), reusing the first's runs")
 	fs.DurationVar(&f.chatSLO, "chat-slo", 500*time.Millisecond, "TTFT p90 SLO of the multi-round chat")
