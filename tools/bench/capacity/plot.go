@@ -31,7 +31,11 @@ func Plots(dir string, curves []Curve) ([]string, error) {
 		var names []string
 		var vals plotter.Values
 		for _, c := range group {
-			if c.NotModelled == "" {
+			switch {
+			case c.NotModelled != "":
+			case c.Goodput.OfferedRPS == 0:
+				names, vals = append(names, c.Name()+" (none)"), append(vals, 0)
+			default:
 				names, vals = append(names, c.Name()), append(vals, c.Goodput.OfferedRPS)
 			}
 		}
@@ -59,9 +63,11 @@ func loadPlot(group []Curve) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "TTFT p90 vs offered load (search probes)"
 	p.X.Label.Text = "offered load (req/s)"
-	p.Y.Label.Text = "TTFT p90 (ms, log scale)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	// Overloaded probes reach tens of seconds; capped, the curves near the
+	// SLO stay legible.
+	ceiling := 3 * c0.SLOms
+	p.Y.Label.Text = fmt.Sprintf("TTFT p90 (ms, capped at %.0f)", ceiling)
+	p.Y.Min, p.Y.Max = 0, ceiling
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
@@ -76,7 +82,7 @@ func loadPlot(group []Curve) (*plot.Plot, error) {
 		pts := make(plotter.XYs, 0, len(probes))
 		for _, pr := range probes {
 			if pr.TTFTP90ms > 0 {
-				pts = append(pts, plotter.XY{X: pr.OfferedRPS, Y: pr.TTFTP90ms})
+				pts = append(pts, plotter.XY{X: pr.OfferedRPS, Y: min(pr.TTFTP90ms, ceiling)})
 				xmax = max(xmax, pr.OfferedRPS)
 			}
 		}
