@@ -59,14 +59,20 @@ type Search struct {
 	Outcome Outcome `json:"outcome"`
 }
 
-// Best is the passing probe at Lo, the goodput's measurement, if any.
+// Best is the goodput's measurement, if any probe passed: the passing
+// probe with the highest measured arrival rate. On an open-loop workload
+// that is the probe at Lo; on a chat, whose next rounds wait for answers,
+// the measured rate can stop rising with the factor, and a lower factor's
+// probe may have carried more.
 func (s Search) Best() (Probe, bool) {
+	var best Probe
+	ok := false
 	for _, p := range s.Probes {
-		if p.Pass && p.Factor == s.Lo {
-			return p, true
+		if p.Pass && (!ok || p.OfferedRPS > best.OfferedRPS || (p.OfferedRPS == best.OfferedRPS && p.Factor > best.Factor)) {
+			best, ok = p, true
 		}
 	}
-	return Probe{}, false
+	return best, ok
 }
 
 // Find searches for the highest passing load factor: a bracket by doubling

@@ -126,6 +126,20 @@ func TestFindBudgetExhausted(t *testing.T) {
 	}
 }
 
+func TestBestIsTheHighestMeasuredRate(t *testing.T) {
+	s := Search{Lo: 4, Hi: 5, Probes: []Probe{
+		{Factor: 2, OfferedRPS: 300, Pass: true},
+		{Factor: 4, OfferedRPS: 290, Pass: true}, // a closed loop carrying less
+		{Factor: 5, OfferedRPS: 400, Pass: false},
+	}}
+	if b, ok := s.Best(); !ok || b.Factor != 2 {
+		t.Fatalf("best %+v, %v; want the probe at factor 2", b, ok)
+	}
+	if _, ok := (Search{Probes: []Probe{{Factor: 1, OfferedRPS: 9}}}).Best(); ok {
+		t.Fatal("a search with no pass has a best probe")
+	}
+}
+
 func TestFindErrors(t *testing.T) {
 	boom := errors.New("boom")
 	if _, err := Find(DefaultBounds(), func(float64) (Probe, error) { return Probe{}, boom }); !errors.Is(err, boom) {
