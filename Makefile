@@ -14,6 +14,7 @@
 #   make bench-index       kvaware index ingest/lookup/memory -> bench/results/kv_index.json
 #   make bench-l2          cache server vs Redis throughput -> bench/results/l2_throughput.json
 #   make bench-cacheserver-memory  cache server peak RSS vs its capacity (and Redis) -> bench/results/cacheserver_memory.json
+#   make bench-capacity    goodput under a TTFT SLO and cost per 1K tokens, des mode -> bench/results/capacity.json
 #   make demo              two simulated workers on loopback, a few requests
 #   make tools             install what lint and tests need (cached outside the repo)
 #   make clean             remove bin/, dist/, leftover test containers and images
@@ -195,8 +196,16 @@ bench-routing-shapes: ## des mode on each generated workload shape, every strate
 		$(GO) run ./tools/cmd/warmpath-bench des --workload $$shape --workers 8 --l1-gb $(ROUTING_L1_GB); \
 	done
 
+# bench-capacity replays the trace's first CAPACITY_TRACE_MAX requests (the
+# whole trace takes about twice as long per run; docs/benchmarks.md).
+CAPACITY_TRACE_MAX ?= 2000
+
+.PHONY: bench-capacity
+bench-capacity: ## goodput (req/s at TTFT p90 <= SLO, queue not growing) and cost per 1K tokens per strategy x cache, des mode: trace at 8 and 32 workers, chat at 8 -> bench/results/capacity.json, docs/img/capacity_*.png
+	$(GO) run ./tools/cmd/warmpath-bench capacity --l1-gb $(ROUTING_L1_GB) --trace-max $(CAPACITY_TRACE_MAX) $(if $(TRACE),--trace $(TRACE))
+
 .PHONY: bench
-bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing bench-routing-shapes ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
+bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing bench-routing-shapes bench-capacity ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
 	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md
 
 .PHONY: images

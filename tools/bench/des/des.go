@@ -61,8 +61,11 @@ type Config struct {
 
 // Record is one request as simulated.
 type Record struct {
-	Worker                          string
-	Arrival, FirstToken, Finished   float64 // seconds of virtual time
+	Worker                        string
+	Arrival, FirstToken, Finished float64 // seconds of virtual time
+	// Scheduled is when the worker first scheduled the request: the time
+	// after Arrival is its queueing delay.
+	Scheduled                       float64
 	PromptTokens, CachedTokens, Out int
 	// Rejected is the worker's reason for refusing the request (a prompt
 	// over the model length), as vLLM answers 400.
@@ -177,6 +180,19 @@ const l1ChunkTokens = 256
 // l1BytesPerToken is one token's KV on one rank, what the L1 stores.
 func (f *fleet) l1BytesPerToken() int64 {
 	return int64(f.preset.KVBytesPerToken() / f.preset.TensorParallel)
+}
+
+// L1CapacityTokens is the tokens one worker's L1 holds, what the router's
+// prefixaware is configured with for it (docs/router.md); 0 without L1.
+func L1CapacityTokens(cfg Config) (int, error) {
+	if cfg.L1Bytes <= 0 {
+		return 0, nil
+	}
+	p, err := timing.Lookup(cmp.Or(cfg.Preset, timing.DefaultPreset))
+	if err != nil {
+		return 0, fmt.Errorf("des: %w", err)
+	}
+	return int(cfg.L1Bytes / int64(p.KVBytesPerToken()/p.TensorParallel)), nil
 }
 
 // cpuPolicy is how the router knows each worker's L1, from what the L1
@@ -404,6 +420,7 @@ func (s *sim) step(wi int) {
 		if o.First {
 			w.pending -= s.prefill[i]
 			rec.FirstToken = st.FirstToken
+			rec.Scheduled = st.FirstScheduled
 			rec.CachedTokens = st.CachedTokens + st.ExternalTokens
 		}
 		if o.Finished {

@@ -60,16 +60,16 @@ func Plots(dir, workload string, runs []Run, sums []Summary) ([]string, error) {
 		hit[i] = 100 * s.HitRate
 		tput[i] = s.ThroughputTokS
 	}
-	bars, err := barPlot("Prefix hit rate (%) — "+workload, names, hit, color.RGBA{R: 31, G: 119, B: 180, A: 255})
+	bars, err := BarPlot("Prefix hit rate (%) — "+workload, names, hit, color.RGBA{R: 31, G: 119, B: 180, A: 255})
 	if err != nil {
 		return nil, err
 	}
-	tp, err := barPlot("Output throughput (tok/s) — "+workload, names, tput, color.RGBA{R: 255, G: 127, B: 14, A: 255})
+	tp, err := BarPlot("Output throughput (tok/s) — "+workload, names, tput, color.RGBA{R: 255, G: 127, B: 14, A: 255})
 	if err != nil {
 		return nil, err
 	}
 	barsPath := filepath.Join(dir, "bars_"+workload+".png")
-	if err := saveStacked(barsPath, bars, tp); err != nil {
+	if err := SaveSideBySide(barsPath, bars, tp); err != nil {
 		return nil, err
 	}
 	return []string{cdfPath, barsPath}, nil
@@ -90,7 +90,8 @@ func cdfPoints(samples []Sample) plotter.XYs {
 	return pts
 }
 
-func barPlot(title string, names []string, vals plotter.Values, c color.Color) (*plot.Plot, error) {
+// BarPlot is one bar per name, in the report's style.
+func BarPlot(title string, names []string, vals plotter.Values, c color.Color) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	b, err := plotter.NewBarChart(vals, vg.Points(22))
@@ -107,8 +108,8 @@ func barPlot(title string, names []string, vals plotter.Values, c color.Color) (
 	return p, nil
 }
 
-// saveStacked draws two plots side by side into one PNG.
-func saveStacked(path string, left, right *plot.Plot) error {
+// SaveSideBySide draws two plots side by side into one PNG.
+func SaveSideBySide(path string, left, right *plot.Plot) error {
 	img := vgimg.New(12*vg.Inch, 4.5*vg.Inch)
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(12), PadY: vg.Points(8)}

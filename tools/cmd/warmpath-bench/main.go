@@ -3,6 +3,7 @@
 //	warmpath-bench demo [flags]   the local stack on simulated workers, every strategy, L1 vs L1+L2
 //	warmpath-bench live [flags]   one workload against a running router or worker
 //	warmpath-bench des [flags]    a fleet in virtual time, every strategy, on any workload
+//	warmpath-bench capacity       goodput under a TTFT SLO and cost per 1K tokens, in des mode
 //	warmpath-bench results        bench/results/*.json into docs/benchmarks.md
 //
 // See docs/benchmarks.md. This file only wires flags to the packages.
@@ -23,7 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpath/warmpath/libs/timing"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/demo"
 	"github.com/warmpath/warmpath/tools/bench/des"
@@ -45,7 +45,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: warmpath-bench demo|live|des|results [flags] (-h for each command's flags)")
+		return errors.New("usage: warmpath-bench demo|live|des|capacity|results [flags] (-h for each command's flags)")
 	}
 	switch args[0] {
 	case "demo":
@@ -54,10 +54,12 @@ func run(ctx context.Context, args []string) error {
 		return runLive(ctx, args[1:])
 	case "des":
 		return runDES(args[1:])
+	case "capacity":
+		return runCapacity(args[1:])
 	case "results":
 		return runResults(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q (demo, live, des, results)", args[0])
+		return fmt.Errorf("unknown command %q (demo, live, des, capacity, results)", args[0])
 	}
 }
 
@@ -251,13 +253,11 @@ func runDES(args []string) error {
 			return fmt.Errorf("%s: %w", *stratFile, err)
 		}
 	}
-	if base.PrefixAware.OffloadCapacityTokens == 0 && cfg.L1Bytes > 0 {
+	if base.PrefixAware.OffloadCapacityTokens == 0 {
 		// As the router should be configured for this L1 (docs/router.md).
-		p, err := timing.Lookup(cmp.Or(*preset, timing.DefaultPreset))
-		if err != nil {
+		if base.PrefixAware.OffloadCapacityTokens, err = des.L1CapacityTokens(cfg); err != nil {
 			return err
 		}
-		base.PrefixAware.OffloadCapacityTokens = int(cfg.L1Bytes / int64(p.KVBytesPerToken()/p.TensorParallel))
 	}
 	var sums []report.Summary
 	for _, s := range strings.Split(*strategies, ",") {

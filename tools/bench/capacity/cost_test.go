@@ -1,0 +1,61 @@
+package capacity
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func curve(strategy, cache string, rps, gpuSec float64, o Outcome) Curve {
+	c := Curve{Workload: "w", Workers: 8, SLOms: 2000, Strategy: strategy, Cache: cache, Search: &Search{Outcome: o}}
+	if rps > 0 {
+		c.Goodput = Probe{Factor: 1, OfferedRPS: rps, GPUSecondsPer1K: gpuSec, Pass: true}
+	}
+	return c
+}
+
+func TestRowsAndGoal(t *testing.T) {
+	base := Baselines{Strategy: "roundrobin", GPU: "GPU", WithL1: "GPU+L1"}
+	price := Price{USDPerGPUHour: 3.6}
+	for _, tc := range []struct {
+		name     string
+		curves   []Curve
+		wantBest string
+		wantX    float64 // 0: no ratio
+		met      bool
+	}{
+		{"warmpath doubles goodput", []Curve{
+			curve("roundrobin", "GPU", 2, 10, Bracketed), curve("roundrobin", "GPU+L1", 2.5, 8, Bracketed),
+			curve("kvaware", "GPU", 3, 6.6, Bracketed), curve("kvaware", "GPU+L1", 4, 5, Bracketed),
+		}, "kvaware / GPU+L1", 2, true},
+		{"short of the target", []Curve{
+			curve("roundrobin", "GPU", 2, 10, Bracketed), curve("kvaware", "GPU", 2.6, 7.7, Bracketed),
+		}, "kvaware / GPU", 1.3, false},
+		{"baseline meets no load", []Curve{
+			curve("roundrobin", "GPU", 0, 0, Unattainable), curve("kvaware", "GPU", 1, 20, Bracketed),
+		}, "kvaware / GPU", 0, true},
+		{"nothing meets the SLO", []Curve{
+			curve("roundrobin", "GPU", 0, 0, Unattainable), curve("kvaware", "GPU", 0, 0, Unattainable),
+		}, "kvaware / GPU", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := Rows(tc.curves, price, base)
+			g := CheckGoal(rows, "w", 8, 2000, 1.4, base)
+			if g.Best != tc.wantBest || g.Met != tc.met {
+				t.Fatalf("%+v: want best %q, met %v", g, tc.wantBest, tc.met)
+			}
+			if (g.X == nil) != (tc.wantX == 0) || (g.X != nil && *g.X != tc.wantX) {
+				t.Fatalf("%+v: want ratio %g", g, tc.wantX)
+			}
+			var md bytes.Buffer
+			if err := Markdown(&md, rows); err != nil || strings.Count(md.String(), "\n") != len(rows)+2 {
+				t.Fatalf("markdown %q, %v", md.String(), err)
+			}
+		})
+	}
+	rows := Rows([]Curve{curve("roundrobin", "GPU", 2, 10, Bracketed), curve("kvaware", "GPU", 4, 5, Bracketed)}, price, base)
+	// 5 GPU-seconds per 1K tokens at $3.60 an hour is half a cent.
+	if rows[1].USDPer1K != 0.005 || *rows[1].CostPctvsRRGPU != -50 || rows[1].GoodputXvsRRL1 != nil {
+		t.Fatalf("%+v", rows[1])
+	}
+}
