@@ -92,7 +92,9 @@ type TracingConfig struct {
 	OTLPEndpoint string
 	// Protocol is the exporter's transport; empty means ProtocolHTTP.
 	Protocol Protocol
-	// SampleRatio of root spans to sample (1 = all); parents' decisions win.
+	// SampleRatio of root spans to sample (1 = all); parents' decisions
+	// win. 0 leaves it to OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG,
+	// and with neither samples all.
 	SampleRatio float64
 	// Exporter overrides the OTLP exporter (tests use an in-memory one).
 	Exporter sdktrace.SpanExporter
@@ -128,10 +130,6 @@ func NewTracerProvider(ctx context.Context, cfg TracingConfig) (trace.TracerProv
 	if exp == nil {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
-	ratio := cfg.SampleRatio
-	if ratio <= 0 {
-		ratio = 1
-	}
 	// Later detectors win: the environment names the service over the
 	// caller's default, as the OpenTelemetry SDKs do.
 	res, err := resource.New(ctx, resource.WithTelemetrySDK(),
@@ -139,11 +137,16 @@ func NewTracerProvider(ctx context.Context, cfg TracingConfig) (trace.TracerProv
 	if err != nil {
 		res = resource.Default()
 	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))),
-		sdktrace.WithBatcher(exp),
-	)
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithBatcher(exp)}
+	switch {
+	case cfg.SampleRatio > 0:
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))))
+	case os.Getenv("OTEL_TRACES_SAMPLER") == "":
+		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+		// Otherwise the SDK builds the sampler OTEL_TRACES_SAMPLER and
+		// OTEL_TRACES_SAMPLER_ARG name, as vLLM's Python SDK does.
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
 	return tp, tp.Shutdown, nil
 }
 
