@@ -1,23 +1,6 @@
 # Makefile — the one entry point for building, testing and demoing warmpath.
 #
-#   make build             static binaries of every */cmd/* main package -> bin/
-#   make test              lint, unit tests (-race), fuzz, integration suites; what CI runs
-#   make test-unit         go test over every go.work module except tests/
-#   make test-integration  the testcontainers suites in tests/ (needs Docker)
-#   make test-e2e          tests/e2e on a real single-node cluster (scripts/k8s-node; root, Docker)
-#   make lint              golangci-lint and govulncheck over every go.work module
-#   make fuzz              every Fuzz* target briefly (FUZZ_BUDGET s shared, or FUZZTIME each)
-#   make golden            rewrite the Helm chart's golden manifests
-#   make dashboards        regenerate dashboards/*.json from services/dashgen
-#   make images            FROM-scratch image warmpath/<name>:dev per binary in bin/
-#   make bench-router      router vs nginx overhead -> bench/results/router_overhead.json
-#   make bench-index       kvaware index ingest/lookup/memory -> bench/results/kv_index.json
-#   make bench-l2          cache server vs Redis throughput -> bench/results/l2_throughput.json
-#   make bench-cacheserver-memory  cache server peak RSS vs its capacity (and Redis) -> bench/results/cacheserver_memory.json
-#   make bench-capacity    goodput under a TTFT SLO and cost per 1K tokens, des mode -> bench/results/capacity.json
-#   make demo              two simulated workers on loopback, a few requests
-#   make tools             install what lint and tests need (cached outside the repo)
-#   make clean             remove bin/, dist/, leftover test containers and images
+#   make help              every target, with what it does (from the ## comments below)
 #
 # Modules are read from go.work, so a module added there (services/router, ...)
 # is built, linted and tested without editing this file.
