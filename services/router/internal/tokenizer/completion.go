@@ -55,15 +55,16 @@ func (c *Client) encodePrefixed(m *localModel, text string, cuts []int, keys []u
 	if hit >= 0 {
 		from = cuts[hit]
 	}
-	// The rest is encoded in spans that end at the cuts past the hit and,
-	// so a long text is encoded on several cores at once, at every piece
-	// cut between them.
+	// The rest is encoded in spans that end at the cuts whose prefixes are
+	// kept and, so a long text is encoded on several cores at once, at
+	// every piece cut between them.
+	kept := max(hit+1, len(cuts)-keep) // the first cut whose prefix is kept
 	var extra []int
 	parallel := len(text)-from >= parallelGrids*c.cutGrid
 	if parallel {
 		extra = pieceCuts(text, c.cutGrid)
 	}
-	bounds := mergeCuts([]int{from}, cuts[hit+1:], extra, from)
+	bounds := mergeCuts([]int{from}, cuts[kept:], extra, from)
 	if bounds[len(bounds)-1] < len(text) {
 		bounds = append(bounds, len(text))
 	}
@@ -72,7 +73,7 @@ func (c *Client) encodePrefixed(m *localModel, text string, cuts []int, keys []u
 		return nil, 0, err
 	}
 	ids = append(make([]uint32, 0, len(base)+len(text)/3), base...)
-	k := max(hit+1, len(cuts)-keep) // the first cut whose prefix is kept
+	k := kept
 	for i, span := range spans {
 		ids = append(ids, span...)
 		for ; k < len(cuts) && cuts[k] <= bounds[i+1]; k++ {
