@@ -361,7 +361,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	// worker busy fetching a long document from the L2 is not taken for
 	// idle by the next request.
 	d.PrefillTokens = int(math.Ceil(tokens - credits[best]))
-	if d.MatchedChunks == 0 && d.TotalChunks > 0 && !slices.ContainsFunc(matches, func(m kvindex.Match) bool { return m.Any > 0 }) {
+	if d.TotalChunks > 0 && !slices.ContainsFunc(matches, func(m kvindex.Match) bool { return m.Any > 0 }) {
 		d.Fallback = FallbackNoPrefixCached
 	}
 	k.mu.Lock()
