@@ -176,6 +176,9 @@ type L2View interface {
 	// LoRA adapter (lora; "" for the base model) the L2 holds, in whole
 	// chunks; 0 when it holds none or is not known.
 	Leading(model, lora string, tokens []uint32) int
+	// ChunkTokens is the L2's chunk size in tokens: a prompt shorter
+	// than one chunk has nothing the L2 could hold.
+	ChunkTokens() int
 }
 
 // L2Learner is an L2View that learns from prefills: an L2 that says
@@ -234,27 +237,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		return d, err
 	}
 	seed := kvindex.Seed(req.Model, req.LoRA)
-	// Workers of one fleet share a block size; keys are computed once per
-	// distinct size.
-	type sized struct {
-		keys    []uint64
-		workers []int
-	}
-	bySize := map[int]*sized{}
-	names := make([]string, len(eps))
-	for i := range eps {
-		names[i] = eps[i].ID
-		bs := eps[i].BlockSize
-		if bs <= 0 {
-			bs = k.cfg.DefaultBlockSize
-		}
-		g := bySize[bs]
-		if g == nil {
-			g = &sized{keys: kvindex.AppendKeys(nil, seed, req.TokenIDs, bs)}
-			bySize[bs] = g
-		}
-		g.workers = append(g.workers, i)
-	}
+	bySize, names := k.keysBySize(seed, req.TokenIDs, eps)
 	matches := make([]kvindex.Match, len(eps))
 	blocks := make([]int, len(eps))
 	var ms []kvindex.Match
@@ -287,7 +270,8 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 			}
 		}
 	}
-	tokens := float64(len(req.TokenIDs))
+	n := max(len(req.TokenIDs), req.PromptTokens) // the whole prompt's length, when TokenIDs are its head
+	tokens := float64(n)
 	// The lean towards affinity spares the fleet a second prefill of what
 	// only its holder caches; the share of the prompt the L2 holds costs
 	// any worker a fetch instead, so the queue ahead of it is priced at
@@ -297,7 +281,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		share := min(float64(l2)/tokens, 1)
 		queueWeight += (1 - queueWeight) * share
 	}
-	gw, cw, lw := k.weights(len(req.TokenIDs))
+	gw, cw, lw := k.weights(n)
 	credits := make([]float64, len(eps))
 	for i, m := range matches {
 		bs := float64(blocks[i])
@@ -344,7 +328,7 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	}
 	m := matches[best]
 	d := Decision{Endpoint: eps[best].ID, Strategy: NameKVAware, MatchedChunks: m.Any, TotalChunks: len(g.keys),
-		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}}
+		TierBlocks: [3]int{m.GPU, m.Local - m.GPU, m.Any - m.Local}, BlockSize: blocks[best]}
 	if _, learns := k.l2.(L2Learner); k.notes != nil || learns {
 		d.Keys = g.keys
 		if learns {
@@ -365,9 +349,109 @@ func (k *KVAware) Pick(req *Request, eps []Endpoint) (Decision, error) {
 		d.Fallback = FallbackNoPrefixCached
 	}
 	k.mu.Lock()
-	k.placed[eps[best].ID] += float64(max(len(req.TokenIDs)-matches[best].Any*blocks[best], 0))
+	k.placed[eps[best].ID] += float64(max(n-matches[best].Any*blocks[best], 0))
 	k.mu.Unlock()
 	return d, nil
+}
+
+// sized are a prompt's block keys at one block size and the workers (by
+// index) that use it.
+type sized struct {
+	keys    []uint64
+	workers []int
+}
+
+// keysBySize computes the block keys of tokens once per distinct block
+// size among eps (a fleet's workers share one), and lists eps' IDs.
+func (k *KVAware) keysBySize(seed uint64, tokens []uint32, eps []Endpoint) (map[int]*sized, []string) {
+	bySize := map[int]*sized{}
+	names := make([]string, len(eps))
+	for i := range eps {
+		names[i] = eps[i].ID
+		bs := eps[i].BlockSize
+		if bs <= 0 {
+			bs = k.cfg.DefaultBlockSize
+		}
+		g := bySize[bs]
+		if g == nil {
+			g = &sized{keys: kvindex.AppendKeys(nil, seed, tokens, bs)}
+			bySize[bs] = g
+		}
+		g.workers = append(g.workers, i)
+	}
+	return bySize, names
+}
+
+// Cold implements HeadRouter: no worker holds, is computing or can fetch
+// from the L2 the first block of the prompt req.TokenIDs begin. Then every
+// worker's credit for the whole prompt is 0 (matches count leading
+// blocks), and Pick on the head chooses as it would on the whole. A head
+// shorter than a block, or than an L2 chunk, proves nothing.
+func (k *KVAware) Cold(req *Request, eps []Endpoint) bool {
+	if len(eps) == 0 || len(req.TokenIDs) == 0 {
+		return false
+	}
+	if k.l2 != nil {
+		if len(req.TokenIDs) < k.l2.ChunkTokens() || k.l2.Leading(req.Model, req.LoRA, req.TokenIDs) > 0 {
+			return false
+		}
+	}
+	bySize, names := k.keysBySize(kvindex.Seed(req.Model, req.LoRA), req.TokenIDs, eps)
+	now := k.now()
+	var ms []kvindex.Match
+	for _, g := range bySize {
+		if len(g.keys) == 0 {
+			return false
+		}
+		first := g.keys[:1]
+		sub := make([]string, len(g.workers))
+		for j, i := range g.workers {
+			sub[j] = names[i]
+			if k.preds.leading(first, names[i], now) > 0 {
+				return false
+			}
+		}
+		ms = k.idx.Lookup(first, sub, ms)
+		for _, m := range ms {
+			if m.Any > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Completed implements HeadRouter: d was chosen on the head of the prompt
+// whose whole ids req.TokenIDs now holds. Its worker is computing all of
+// it, so the whole prompt's blocks are predicted there (siblings arriving
+// while it prefills follow it), the content placed is corrected from the
+// estimate, and the decision's Keys become the whole prompt's.
+func (k *KVAware) Completed(req *Request, d Decision, estimate int) Decision {
+	if d.Endpoint == "" || len(req.TokenIDs) == 0 {
+		return d
+	}
+	bs := d.BlockSize
+	if bs <= 0 {
+		bs = k.cfg.DefaultBlockSize
+	}
+	keys := kvindex.AppendKeys(nil, kvindex.Seed(req.Model, req.LoRA), req.TokenIDs, bs)
+	now := k.now()
+	if ttl := time.Duration(k.cfg.PredictionTTLSeconds * float64(time.Second)); ttl > 0 {
+		k.preds.add(keys, d.Endpoint, now, now.Add(ttl))
+	}
+	d.TotalChunks = len(keys)
+	if d.TotalChunks > 0 {
+		d.MatchRatio = float64(d.MatchedChunks) / float64(d.TotalChunks)
+	}
+	if d.Keys != nil {
+		d.Keys = keys
+	}
+	k.mu.Lock()
+	if _, ok := k.placed[d.Endpoint]; ok { // not forgotten meanwhile
+		k.placed[d.Endpoint] = max(k.placed[d.Endpoint]+float64(len(req.TokenIDs)-estimate), 0)
+	}
+	k.mu.Unlock()
+	return d
 }
 
 // fills are a cost below half a token for each worker, growing with the
@@ -454,4 +538,22 @@ func (k *KVAware) CacheKnowledge() map[string]Knowledge {
 // router tokenizes requests for them.
 type TokenUser interface {
 	WantsTokens() bool
+}
+
+// HeadRouter is a TokenUser that can route a long prompt on its head (its
+// first token ids, Request.PromptTokens estimating the whole) when the
+// head shows the prompt is new to every worker: the request then does not
+// wait for the rest to be encoded, which for a long document nothing
+// caches is the router's whole cost (an 8K-token one: 2.6 ms on two
+// cores). The router hands the whole prompt over once it is encoded.
+type HeadRouter interface {
+	TokenUser
+	// Cold says no worker holds or is computing the block req.TokenIDs
+	// (the head) begins with, so Pick on the head alone chooses as it
+	// would on the whole prompt.
+	Cold(req *Request, eps []Endpoint) bool
+	// Completed takes the whole prompt's ids (req.TokenIDs) for d, which
+	// Pick made on the head with estimate as Request.PromptTokens, and
+	// returns d as if made on the whole (its Keys, TotalChunks).
+	Completed(req *Request, d Decision, estimate int) Decision
 }

@@ -183,6 +183,8 @@ type fixedL2 struct {
 	n     int
 }
 
+func (fixedL2) ChunkTokens() int { return 256 }
+
 func (f fixedL2) Leading(model, _ string, tokens []uint32) int {
 	if model != f.model {
 		return 0
@@ -512,5 +514,119 @@ func TestPredictionsOutliveTheStrategy(t *testing.T) {
 	preds.Confirm(first.Endpoint, kvindex.AppendKeys(nil, kvindex.Seed("m", ""), prompt, 16))
 	if n := preds.Len(); n != 0 {
 		t.Errorf("%d predicted keys after the worker's events confirmed them all, want 0", n)
+	}
+}
+
+// TestKVAwareColdHead: a prompt's head is enough to route it only when no
+// worker holds, is computing or can fetch its first block; then Pick on
+// the head (PromptTokens estimating the whole) chooses the worker Pick on
+// the whole would, with the same prefill work.
+func TestKVAwareColdHead(t *testing.T) {
+	whole := tokenIDs(21, 8192)
+	head := whole[:1024]
+	keys := kvindex.AppendKeys(nil, kvindex.Seed("m", ""), whole, 16)
+	tests := []struct {
+		name  string
+		head  []uint32
+		l2    L2View
+		setup func(k *KVAware, x *kvindex.Index, e []Endpoint)
+		cold  bool
+	}{
+		{"nothing anywhere", head, nil, nil, true},
+		{"a worker holds the first block on its GPU", head, nil, func(_ *KVAware, x *kvindex.Index, e []Endpoint) {
+			x.Add(e[2].ID, kvindex.GPU, keys[:1])
+		}, false},
+		{"a worker holds it in its L1", head, nil, func(_ *KVAware, x *kvindex.Index, e []Endpoint) {
+			x.Add(e[1].ID, kvindex.CPU, keys[:3])
+		}, false},
+		{"a worker is computing it", head, nil, func(k *KVAware, _ *kvindex.Index, e []Endpoint) {
+			k.preds.add(keys[:1], e[3].ID, k.now(), k.now().Add(time.Minute))
+		}, false},
+		{"a later block only proves nothing of the first", head, nil, func(_ *KVAware, x *kvindex.Index, e []Endpoint) {
+			x.Add(e[0].ID, kvindex.GPU, keys[5:9])
+		}, true},
+		{"the L2 holds the first chunk", head, fixedL2{model: "m", n: 256}, nil, false},
+		{"the L2 holds nothing of it", head, fixedL2{model: "other", n: 256}, nil, true},
+		{"a head shorter than an L2 chunk", whole[:200], fixedL2{model: "other", n: 256}, nil, false},
+		{"a head shorter than a block", whole[:10], nil, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			build := func() (*KVAware, *kvindex.Index, []Endpoint) {
+				x := kvindex.New(1 << 12)
+				k := NewKVAware(KVAwareConfig{}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+				k.now = func() time.Time { return time.Unix(1000, 0) }
+				k.l2 = tt.l2
+				e := kvEPs(1, 0, 2, 0)
+				e[1].PendingPrefill, e[3].PendingPrefill = 300, 200
+				if tt.setup != nil {
+					tt.setup(k, x, e)
+				}
+				return k, x, e
+			}
+			k, _, e := build()
+			if got := k.Cold(&Request{Model: "m", TokenIDs: tt.head}, e); got != tt.cold {
+				t.Fatalf("Cold = %v, want %v", got, tt.cold)
+			}
+			if !tt.cold {
+				return
+			}
+			onHead, err := k.Pick(&Request{Model: "m", TokenIDs: tt.head, PromptTokens: len(whole)}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k2, _, e2 := build()
+			onWhole, err := k2.Pick(&Request{Model: "m", TokenIDs: whole}, e2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if onHead.Endpoint != onWhole.Endpoint || onHead.PrefillTokens != onWhole.PrefillTokens || onHead.Fallback != onWhole.Fallback {
+				t.Fatalf("on the head: %s, %d tokens, fallback %q; on the whole: %s, %d, %q",
+					onHead.Endpoint, onHead.PrefillTokens, onHead.Fallback, onWhole.Endpoint, onWhole.PrefillTokens, onWhole.Fallback)
+			}
+		})
+	}
+}
+
+// TestKVAwareCompletedPredictsTheWhole: once a prompt routed on its head is
+// encoded whole, its worker is credited with all of it, so a sibling sent
+// while it prefills follows it there — a busy worker holding only the
+// head's blocks would lose it to an idle one, and the document would be
+// prefilled twice. The decision's keys become the whole prompt's.
+func TestKVAwareCompletedPredictsTheWhole(t *testing.T) {
+	doc := tokenIDs(31, 8192)
+	question := func(seed uint64) []uint32 {
+		return append(doc[:len(doc):len(doc)], tokenIDs(seed, 32)...)
+	}
+	for _, complete := range []bool{false, true} {
+		x := kvindex.New(1 << 12)
+		notes := prefillNotes{}
+		k := NewKVAware(KVAwareConfig{}, LoadGuardConfig{Window: 1}, x, NewPrefixAware(PrefixAwareConfig{}, LoadGuardConfig{}))
+		k.notes = notes
+		e := kvEPs(0, 0, 0, 0)
+		first := question(1)
+		d, err := k.Pick(&Request{Model: "m", TokenIDs: first[:1024], PromptTokens: 8000}, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if complete {
+			d = k.Completed(&Request{Model: "m", TokenIDs: first}, d, 8000)
+			if want := len(first) / 16; len(d.Keys) != want || d.TotalChunks != want {
+				t.Fatalf("completed decision: %d keys, %d chunks; want %d", len(d.Keys), d.TotalChunks, want)
+			}
+		}
+		// The first question is prefilling at its worker.
+		for i := range e {
+			if e[i].ID == d.Endpoint {
+				e[i].InFlight, e[i].PendingPrefill = 1, d.PrefillTokens
+			}
+		}
+		sibling, err := k.Pick(&Request{Model: "m", TokenIDs: question(2)}, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sibling.Endpoint == d.Endpoint; got != complete {
+			t.Fatalf("completed %v: sibling followed the first question: %v (matched %d of %d blocks)", complete, got, sibling.MatchedChunks, sibling.TotalChunks)
+		}
 	}
 }

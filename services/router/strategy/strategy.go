@@ -28,7 +28,11 @@ type Request struct {
 	// headers, then the body's `user`); empty when absent.
 	SessionKey string
 	// TokenIDs are the prompt's token ids when known (kvaware); may be nil.
+	// When PromptTokens is set they are only its head (HeadRouter).
 	TokenIDs []uint32
+	// PromptTokens is the whole prompt's length in tokens, estimated, when
+	// TokenIDs hold only its head; 0 when TokenIDs are the whole prompt.
+	PromptTokens int
 	// CacheSalt and LoRA distinguish cache entries beyond the text.
 	CacheSalt string
 	LoRA      string
@@ -101,6 +105,9 @@ type Decision struct {
 	// when the strategy wants to hear when their prefill ends
 	// (PrefillObserver); nil otherwise.
 	Keys []uint64
+	// BlockSize is the block size in tokens the prompt's keys were
+	// computed at for the chosen worker (kvaware); 0 otherwise.
+	BlockSize int
 }
 
 // Fallback reasons (Decision.Fallback).

@@ -106,6 +106,9 @@ func (l *Learner) Leading(model, lora string, tokens []uint32) int {
 	return n
 }
 
+// ChunkTokens is the L2's chunk size in tokens.
+func (l *Learner) ChunkTokens() int { return l.chunk }
+
 // Chunks is how many chunks the view holds.
 func (l *Learner) Chunks() int {
 	l.mu.Lock()

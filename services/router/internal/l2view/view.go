@@ -246,6 +246,9 @@ func keyOf(h blockhash.Hash) uint64 {
 	return k
 }
 
+// ChunkTokens is the L2's chunk size in tokens (LMCache's chunk_size).
+func (v *View) ChunkTokens() int { return v.cfg.ChunkTokens }
+
 // Leading implements strategy.L2View: the leading tokens of a prompt for
 // model that the L2 holds, in whole chunks. It hashes one chunk at a time
 // and stops at the first chunk not held, so a miss costs one sha256. A

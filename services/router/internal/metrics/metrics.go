@@ -63,6 +63,10 @@ const (
 	ReasonUpstreamTimeout = "upstream_timeout" // retry: no response byte within --ttfb-timeout
 )
 
+// TokenizeHead is the tokenize_total result of a long prompt routed on its
+// head, new to every worker, while the rest was encoded in the background.
+const TokenizeHead = "head"
+
 // Results of an in-process chat tokenization (tokenize_local_chat_total).
 const (
 	LocalChatReused   = "reused"   // an earlier turn's cached prefix was reused
@@ -130,7 +134,7 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 		}, []string{"result"}),
 		Tokenize: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_tokenize_total",
-			Help: "Prompt tokenizations for kvaware by result (cached, tokenized, error: routed by prefixaware instead).",
+			Help: "Prompt tokenizations for kvaware by result (cached, tokenized, head: a long prompt new to every worker, routed on its head while the rest was encoded in the background, error: routed by prefixaware instead).",
 		}, []string{"result"}),
 		TokenizeLocalChat: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_tokenize_local_chat_total",

@@ -21,6 +21,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
+	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
@@ -57,6 +58,9 @@ type exchange struct {
 	// tokenized says tokenization was tried (once per request, not per
 	// attempt).
 	tokenized bool
+	// late is the rest of a long prompt being encoded in the background
+	// while the request, routed on its head, goes ahead; nil otherwise.
+	late *tokenizer.Pending
 
 	// tries are the attempts so far, in order; settle judges the workers
 	// by them.

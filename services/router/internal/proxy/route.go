@@ -10,6 +10,7 @@ import (
 	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
+	"github.com/warmpath/warmpath/services/router/internal/tokenizer"
 	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
@@ -24,6 +25,12 @@ func (s *Server) route(x *exchange) outcome {
 		if err != nil {
 			return s.unrouted(x, last, err)
 		}
+		// A decision made on a long prompt's head is made whole once the
+		// rest is encoded, while the worker already has the request.
+		var whole <-chan strategy.Decision
+		if x.late != nil {
+			whole = s.completeLate(x, c.dec)
+		}
 		final := len(x.tries) >= s.cfg.MaxRetries
 		x.span.SetAttributes(attribute.String("warmpath.strategy", x.strategy), attribute.String("warmpath.worker", c.ep.URL),
 			attribute.Int("warmpath.match_chunks", c.dec.MatchedChunks), attribute.Int("warmpath.prompt_chunks", c.dec.TotalChunks),
@@ -36,6 +43,9 @@ func (s *Server) route(x *exchange) outcome {
 		prefillDone := c.ep.StartPrefill(c.dec.PrefillTokens)
 		last = s.forward(x, c.ep, c.release, final)
 		prefillDone()
+		if whole != nil {
+			c.dec = <-whole
+		}
 		if po, ok := x.routing.Strategy.(strategy.PrefillObserver); ok && last.failure == "" && last.ok && len(c.dec.Keys) > 0 {
 			po.Prefilled(c.ep.URL, c.dec.Keys)
 		}
@@ -70,6 +80,14 @@ var errNoWorker = errors.New("no worker left to try")
 func (s *Server) choose(x *exchange) (choice, error) {
 	if x.excluded == nil {
 		x.excluded = map[string]bool{}
+	}
+	if x.late != nil && len(x.tries) > 0 {
+		// A retry: the first attempt's worker is excluded, and the choice
+		// among the rest is made on the whole prompt.
+		if res, err := x.late.Wait(); err == nil {
+			x.parsed.route.TokenIDs, x.parsed.route.PromptTokens = res.IDs, 0
+		}
+		x.late = nil
 	}
 	for {
 		// Taken before looking, so a slot freed while we look wakes us.
@@ -240,7 +258,52 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 	if !ok || !tu.WantsTokens() || s.tok == nil || len(x.parsed.route.TokenIDs) > 0 {
 		return false
 	}
+	if hr, ok := tu.(strategy.HeadRouter); ok {
+		if ht, ok := s.tok.(HeadTokenizer); ok {
+			if p := ht.Start(x.ctx, &x.parsed.route); p != nil {
+				head := x.parsed.route
+				head.TokenIDs, head.PromptTokens = p.Head, p.Estimate
+				if hr.Cold(&head, eps) {
+					s.metrics.Tokenize.WithLabelValues(metrics.TokenizeHead).Inc()
+					x.parsed.route = head
+					x.late = p
+					return true
+				}
+				res, err := p.Wait()
+				s.noteTokenized(x, res, err)
+				return true
+			}
+		}
+	}
 	res, err := s.tok.Tokenize(x.ctx, strategy.LeastLoaded(eps).Endpoint, &x.parsed.route)
+	s.noteTokenized(x, res, err)
+	return !res.Cached
+}
+
+// completeLate waits, off the request's path, for the rest of a prompt
+// routed on its head (x.late) and hands the whole to the strategy, which
+// returns d as if made on it; d unchanged if encoding failed.
+func (s *Server) completeLate(x *exchange, d strategy.Decision) <-chan strategy.Decision {
+	hr, _ := x.routing.Strategy.(strategy.HeadRouter)
+	p, req, estimate := x.late, x.parsed.route, x.parsed.route.PromptTokens
+	out := make(chan strategy.Decision, 1)
+	go func() {
+		res, err := p.Wait()
+		switch {
+		case err != nil || hr == nil:
+			s.metrics.Tokenize.WithLabelValues("error").Inc()
+			out <- d
+		default:
+			req.TokenIDs, req.PromptTokens = res.IDs, 0
+			out <- hr.Completed(&req, d, estimate)
+		}
+	}()
+	return out
+}
+
+// noteTokenized counts and logs a tokenization and gives the request its
+// ids (none when it failed: the strategy routes without them).
+func (s *Server) noteTokenized(x *exchange, res tokenizer.Result, err error) {
 	switch {
 	case err != nil:
 		s.metrics.Tokenize.WithLabelValues("error").Inc()
@@ -263,7 +326,6 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 		s.metrics.TokenizeReusedTokens.Add(float64(res.ReusedTokens))
 	}
 	x.parsed.route.TokenIDs = res.IDs
-	return !res.Cached
 }
 
 // fail answers after an attempt failed before any byte reached the client

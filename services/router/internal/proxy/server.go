@@ -241,6 +241,13 @@ type Tokenizer interface {
 	Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (tokenizer.Result, error)
 }
 
+// HeadTokenizer is a Tokenizer that can hand over a long prompt's head at
+// once and encode the rest in the background (tokenizer.Client.Start),
+// for a strategy.HeadRouter.
+type HeadTokenizer interface {
+	Start(ctx context.Context, req *strategy.Request) *tokenizer.Pending
+}
+
 // SetTokenizer sets the tokenizer; call before serving.
 func (s *Server) SetTokenizer(t Tokenizer) { s.tok = t }
 

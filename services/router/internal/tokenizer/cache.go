@@ -47,6 +47,13 @@ func (c *cache) get(key uint64) ([]uint32, bool) {
 	return c.lru.Get(key)
 }
 
+// has says key is cached, without making it recently used.
+func (c *cache) has(key uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Contains(key)
+}
+
 // add caches ids under key, evicting the least recently used entries until
 // the byte budget holds. ids must have no spare capacity worth keeping
 // (the caller clips them): the capacity is charged.
