@@ -6,6 +6,11 @@
 // router's strategies and KV index (services/router/strategy, kvindex) —
 // wired together by events instead of HTTP and ZMQ.
 //
+// Several routers can share the fleet (Config.Routers), as replicas behind
+// one Service do: each request goes to one of them at random, and each
+// has its own strategy, KV index and count of what it sent where; they
+// share only what the workers publish (KV events, scraped load).
+//
 // What it leaves out: the network and the router's own latency (a request
 // reaches its worker the instant it arrives; KV events reach the index at
 // the end of the step that made them), tokenization (requests carry their
@@ -20,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -57,6 +63,16 @@ type Config struct {
 	Strategy strategy.Config
 	// Model names the model (it seeds the KV index's keys).
 	Model string
+	// Routers is how many router replicas split the requests, each taking
+	// a request at random (1 when zero).
+	Routers int
+	// ScrapeSeconds is how often each router, when there are several,
+	// reads the workers' load (vllm:num_requests_running and _waiting),
+	// which is how it sees the other routers' requests (the router's
+	// --scrape-interval: 1 s when zero). A lone router sees all it sent.
+	ScrapeSeconds float64
+	// Seed seeds the routers' split of the requests.
+	Seed uint64
 }
 
 // Record is one request as simulated.
@@ -92,27 +108,45 @@ type worker struct {
 	id       string
 	eng      *engine.Engine
 	l1       *lmcache.L1
-	feed     *kvindex.Worker
-	inFlight int
-	// pending is the router's PendingPrefill for this worker.
-	pending  int
 	stepping bool
 	served   int
+}
+
+// replica is one router: its strategy and its own view of the fleet.
+type replica struct {
+	strategy strategy.Strategy
+	feeds    []*kvindex.Worker // per worker: its events into this router's index
+	byID     map[string]int    // worker ID -> index
+	inFlight []int             // per worker: requests this router sent that have not finished
+	pending  []int             // per worker: this router's PendingPrefill
+	external []int             // per worker: the load others sent, as of the last scrape
+}
+
+// Prefilled implements strategy.PrefillObserver: the prefills of kvaware's
+// prompts reach the worker's state in this router's index, as the
+// router's subscriber passes them on.
+func (r *replica) Prefilled(worker string, keys []uint64) {
+	if j, ok := r.byID[worker]; ok {
+		r.feeds[j].Prefilled(keys)
+	}
 }
 
 type sim struct {
 	cfg     Config
 	reqs    []workload.Request
 	workers []*worker
-	router  strategy.Strategy
-	now     float64
-	queue   events
-	seq     int
-	recs    []Record
-	waiters [][]int    // requests waiting for each request to finish
-	prefill []int      // each request's Decision.PrefillTokens, until its first token
-	keys    [][]uint64 // each request's Decision.Keys, until its first token
-	steps   int
+	routers []*replica
+	// routedBy is the router each request went through.
+	routedBy []int
+	split    *rand.Rand
+	now      float64
+	queue    events
+	seq      int
+	recs     []Record
+	waiters  [][]int    // requests waiting for each request to finish
+	prefill  []int      // each request's Decision.PrefillTokens, until its first token
+	keys     [][]uint64 // each request's Decision.Keys, until its first token
+	steps    int
 }
 
 // fleet builds workers alike: one preset's cost model, one hash seed.
@@ -216,35 +250,26 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	}
 	cfg = f.cfg
 	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs)), prefill: make([]int, len(reqs)),
-		keys: make([][]uint64, len(reqs))}
-	idx := kvindex.New(1 << 24)
-	preds := strategy.NewPredictions()
-	sink := strategy.ConfirmingSink{Sink: idx, Confirmer: preds}
-	cpu, err := f.cpuPolicy()
-	if err != nil {
-		return nil, fmt.Errorf("des: %w", err)
-	}
+		keys: make([][]uint64, len(reqs)), routedBy: make([]int, len(reqs)), split: rand.New(rand.NewPCG(cfg.Seed, 0x5e1ec7))}
 	for i := range cfg.Workers {
 		w, err := f.worker(1)
 		if err != nil {
 			return nil, fmt.Errorf("des: worker %d: %w", i, err)
 		}
 		w.id = "http://worker-" + strconv.Itoa(i)
-		w.feed = kvindex.NewWorker(sink, w.id, cfg.Model, nil)
-		if cfg.L1Bytes > 0 {
-			w.feed.SetTier(kvindex.CPU, cpu)
-		}
 		s.workers = append(s.workers, w)
 	}
 	// kvaware prices the tiers with the cost model the fleet runs on.
 	cfg.Strategy.KVAware.Timing = cmp.Or(cfg.Strategy.KVAware.Timing, cfg.Preset)
-	s.router, err = strategy.New(cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(s), strategy.WithPredictions(preds))
-	if err != nil {
-		return nil, err
+	for range max(cfg.Routers, 1) {
+		r, err := s.newReplica(f)
+		if err != nil {
+			return nil, err
+		}
+		s.routers = append(s.routers, r)
 	}
-	if k, ok := s.router.(*strategy.KVAware); ok {
-		// Predictions expire in virtual time.
-		k.SetClock(func() time.Time { return time.Unix(0, 0).Add(time.Duration(s.now * float64(time.Second))) })
+	if len(s.routers) > 1 {
+		s.push(event{at: 0, kind: scrape})
 	}
 	for i, r := range reqs {
 		switch {
@@ -259,16 +284,34 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	return s, nil
 }
 
-// Prefilled implements strategy.PrefillObserver: the prefills of kvaware's
-// prompts reach the worker's index state, as the router's subscriber
-// passes them on.
-func (s *sim) Prefilled(worker string, keys []uint64) {
-	for _, w := range s.workers {
-		if w.id == worker {
-			w.feed.Prefilled(keys)
-			return
-		}
+// newReplica builds a router with its own index, fed by every worker.
+func (s *sim) newReplica(f *fleet) (*replica, error) {
+	n := len(s.workers)
+	r := &replica{inFlight: make([]int, n), pending: make([]int, n), external: make([]int, n), byID: map[string]int{}}
+	idx := kvindex.New(1 << 24)
+	preds := strategy.NewPredictions()
+	sink := strategy.ConfirmingSink{Sink: idx, Confirmer: preds}
+	cpu, err := f.cpuPolicy()
+	if err != nil {
+		return nil, fmt.Errorf("des: %w", err)
 	}
+	for j, w := range s.workers {
+		r.byID[w.id] = j
+		feed := kvindex.NewWorker(sink, w.id, s.cfg.Model, nil)
+		if s.cfg.L1Bytes > 0 {
+			feed.SetTier(kvindex.CPU, cpu)
+		}
+		r.feeds = append(r.feeds, feed)
+	}
+	r.strategy, err = strategy.New(s.cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(r), strategy.WithPredictions(preds))
+	if err != nil {
+		return nil, err
+	}
+	if k, ok := r.strategy.(*strategy.KVAware); ok {
+		// Predictions expire in virtual time.
+		k.SetClock(func() time.Time { return time.Unix(0, 0).Add(time.Duration(s.now * float64(time.Second))) })
+	}
+	return r, nil
 }
 
 type eventKind int
@@ -276,6 +319,7 @@ type eventKind int
 const (
 	arrive eventKind = iota
 	step
+	scrape // the routers read the workers' load
 )
 
 type event struct {
@@ -321,6 +365,8 @@ func (s *sim) run() (*Result, error) {
 			}
 		case step:
 			s.step(ev.worker)
+		case scrape:
+			s.scrape()
 		}
 	}
 	for i, r := range s.recs {
@@ -331,16 +377,36 @@ func (s *sim) run() (*Result, error) {
 	return &Result{Records: s.recs, Steps: s.steps}, nil
 }
 
+// scrape gives each router the load at each worker that the others sent
+// (running + waiting minus its own), as the router's External, and comes
+// again while anything else is to happen.
+func (s *sim) scrape() {
+	for _, r := range s.routers {
+		for j, w := range s.workers {
+			r.external[j] = max(0, w.eng.NumRunning()+w.eng.NumWaiting()-r.inFlight[j])
+		}
+	}
+	if s.queue.Len() > 0 {
+		s.push(event{at: s.now + cmp.Or(s.cfg.ScrapeSeconds, 1), kind: scrape})
+	}
+}
+
 func (s *sim) arrive(i int) error {
 	r := &s.reqs[i]
 	tokens := r.Tokens()
+	ri := 0
+	if len(s.routers) > 1 {
+		ri = s.split.IntN(len(s.routers))
+	}
+	s.routedBy[i] = ri
+	rt := s.routers[ri]
 	eps := make([]strategy.Endpoint, len(s.workers))
 	for j, w := range s.workers {
 		cfg := w.eng.Config()
-		eps[j] = strategy.Endpoint{ID: w.id, InFlight: w.inFlight, Running: w.eng.NumRunning(), Waiting: w.eng.NumWaiting(),
-			KVCacheUsage: w.eng.KVCacheUsage(), BlockSize: cfg.BlockSize, NumGPUBlocks: cfg.NumGPUBlocks, PendingPrefill: w.pending}
+		eps[j] = strategy.Endpoint{ID: w.id, InFlight: rt.inFlight[j], External: rt.external[j], Running: w.eng.NumRunning(), Waiting: w.eng.NumWaiting(),
+			KVCacheUsage: w.eng.KVCacheUsage(), BlockSize: cfg.BlockSize, NumGPUBlocks: cfg.NumGPUBlocks, PendingPrefill: rt.pending[j]}
 	}
-	d, err := s.router.Pick(&strategy.Request{Model: s.cfg.Model, Prompt: render(tokens), SessionKey: r.Session, TokenIDs: tokens}, eps)
+	d, err := rt.strategy.Pick(&strategy.Request{Model: s.cfg.Model, Prompt: render(tokens), SessionKey: r.Session, TokenIDs: tokens}, eps)
 	if err != nil {
 		return fmt.Errorf("des: request %d: %w", i, err)
 	}
@@ -361,9 +427,9 @@ func (s *sim) arrive(i int) error {
 		s.release(i)
 		return nil //nolint:nilerr // a refused request is a result, not a failure of the simulation
 	}
-	w.inFlight++
+	rt.inFlight[wi]++
 	s.prefill[i], s.keys[i] = d.PrefillTokens, d.Keys
-	w.pending += d.PrefillTokens
+	rt.pending[wi] += d.PrefillTokens
 	s.recs[i] = Record{Worker: w.id, Arrival: s.now, PromptTokens: len(tokens)}
 	if !w.stepping {
 		w.stepping = true
@@ -396,12 +462,11 @@ func (s *sim) step(wi int) {
 	// Prefills that ended in this step reach kvaware before the step's
 	// events, as LMCache touches a prompt's resident chunks before storing
 	// its new ones.
-	if po, ok := s.router.(strategy.PrefillObserver); ok {
-		for _, o := range res.Outputs {
-			if i, _ := strconv.Atoi(o.Request.ID); o.First && s.keys[i] != nil {
-				po.Prefilled(w.id, s.keys[i])
-				s.keys[i] = nil
-			}
+	for _, o := range res.Outputs {
+		i, _ := strconv.Atoi(o.Request.ID)
+		if po, ok := s.routers[s.routedBy[i]].strategy.(strategy.PrefillObserver); ok && o.First && s.keys[i] != nil {
+			po.Prefilled(w.id, s.keys[i])
+			s.keys[i] = nil
 		}
 	}
 	evs := res.Events
@@ -409,7 +474,10 @@ func (s *sim) step(wi int) {
 		evs = append(evs, w.l1.TakeEvents()...)
 	}
 	if len(evs) > 0 {
-		w.feed.Apply(kvpublish.Batch(evs, true))
+		// Every router subscribes to every worker.
+		for _, r := range s.routers {
+			r.feeds[wi].Apply(kvpublish.Batch(evs, true))
+		}
 	}
 	s.steps++
 	end := s.now + res.Duration
@@ -417,8 +485,9 @@ func (s *sim) step(wi int) {
 		i, _ := strconv.Atoi(o.Request.ID)
 		rec := &s.recs[i]
 		st := o.Request.Stats
+		rt := s.routers[s.routedBy[i]]
 		if o.First {
-			w.pending -= s.prefill[i]
+			rt.pending[wi] -= s.prefill[i]
 			rec.FirstToken = st.FirstToken
 			rec.Scheduled = st.FirstScheduled
 			rec.CachedTokens = st.CachedTokens + st.ExternalTokens
@@ -426,7 +495,7 @@ func (s *sim) step(wi int) {
 		if o.Finished {
 			rec.Finished = st.Finished
 			rec.Out = st.OutputTokens
-			w.inFlight--
+			rt.inFlight[wi]--
 			w.served++
 			s.release(i)
 		}

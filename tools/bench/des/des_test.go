@@ -190,3 +190,49 @@ func TestShapesComplete(t *testing.T) {
 		})
 	}
 }
+
+// TestRouterReplicas: one router is the default; with several, each keeps
+// its own state, sharing only what the workers publish. Session placement
+// is stateless (rendezvous hashing), so three replicas keep a conversation
+// where one would; prefixaware learns from its own decisions only, so
+// replicas that each saw a third of a document's questions disagree about
+// where it is, and the hit rate falls — the gap `warmpath-bench replicas`
+// measures.
+func TestRouterReplicas(t *testing.T) {
+	chats, err := workload.MultiRound{Users: 12, Rounds: 4, System: 500, Question: 50, Answer: 20, QPS: 4, Think: time.Second, Seed: 2}.Generate(words(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := sharedPrefix(t)
+	for _, tt := range []struct {
+		name     string
+		reqs     []workload.Request
+		agree    bool
+		strategy string
+	}{
+		{"session over chats", chats, true, strategy.NameSession},
+		{"prefixaware over shared prefixes", docs, false, strategy.NamePrefixAware},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			one := fleet(tt.strategy, 4)
+			a, err := des.Run(one, tt.reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			one.Routers = 1
+			if b, _ := des.Run(one, tt.reqs); !reflect.DeepEqual(a, b) {
+				t.Fatal("Routers 1 differs from the default")
+			}
+			three := fleet(tt.strategy, 4)
+			three.Routers, three.Seed = 3, 7
+			s1, s3 := summarize(t, one, tt.reqs), summarize(t, three, tt.reqs)
+			t.Logf("hit rate: one router %.3f, three %.3f", s1.HitRate, s3.HitRate)
+			if s3.Errors != 0 || s3.Requests != len(tt.reqs) {
+				t.Fatalf("three routers: %d of %d requests, %d errors", s3.Requests, len(tt.reqs), s3.Errors)
+			}
+			if agree := s3.HitRate >= s1.HitRate-0.02; agree != tt.agree {
+				t.Fatalf("three routers within 2 points of one: %v, want %v", agree, tt.agree)
+			}
+		})
+	}
+}

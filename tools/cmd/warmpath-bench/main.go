@@ -45,7 +45,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: warmpath-bench demo|live|des|capacity|results [flags] (-h for each command's flags)")
+		return errors.New("usage: warmpath-bench demo|live|des|capacity|replicas|results [flags] (-h for each command's flags)")
 	}
 	switch args[0] {
 	case "demo":
@@ -56,10 +56,12 @@ func run(ctx context.Context, args []string) error {
 		return runDES(args[1:])
 	case "capacity":
 		return runCapacity(args[1:])
+	case "replicas":
+		return runReplicas(args[1:])
 	case "results":
 		return runResults(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q (demo, live, des, capacity, results)", args[0])
+		return fmt.Errorf("unknown command %q (demo, live, des, capacity, replicas, results)", args[0])
 	}
 }
 
