@@ -21,7 +21,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
-func client(t *testing.T, url string) *redis.Client {
+func client(t *testing.T, url string) redis.UniversalClient {
 	t.Helper()
 	rdb, err := NewClient(url)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestRemovalsLeaveTheWorkerSet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := rdb.SCard(context.Background(), "warmpath:kv:w:w").Val(); n != tc.want {
+			if n := rdb.SCard(context.Background(), s.own("w").keys[2]).Val(); n != tc.want {
 				t.Fatalf("w:w holds %d members, want %d", n, tc.want)
 			}
 		})
@@ -95,7 +95,7 @@ func TestClearIsChunked(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := rdb.SCard(ctx, "warmpath:kv:w:w").Val(); n != blocks {
+			if n := rdb.SCard(ctx, s.own("w").keys[2]).Val(); n != blocks {
 				t.Fatalf("w:w holds %d members before the clear, want %d", n, blocks)
 			}
 			// Counted in script calls, not timed: each call touches at most
@@ -109,14 +109,14 @@ func TestClearIsChunked(t *testing.T) {
 			if calls := scriptCalls(t, rdb) - before; calls < blocks/500 {
 				t.Fatalf("the clear ran %d scripts for %d blocks; want at least %d, of at most 500 keys each", calls, blocks, blocks/500)
 			}
-			if n := rdb.SCard(ctx, "warmpath:kv:w:w").Val(); n != tc.left {
+			if n := rdb.SCard(ctx, s.own("w").keys[2]).Val(); n != tc.left {
 				t.Fatalf("w:w holds %d members after the clear, want %d", n, tc.left)
 			}
 			if m, err := s.LookupShared(keyRange(1, 3), []string{"w"}, nil); err != nil || m[0].Any != 0 {
 				t.Fatalf("cleared blocks still match: %+v %v", m, err)
 			}
 			// the dead fields are gone too, not only unreachable
-			if f := rdb.HGetAll(ctx, "warmpath:kv:b:1").Val(); len(f) != 0 {
+			if f := rdb.HGetAll(ctx, s.own("w").bprefix+"1").Val(); len(f) != 0 {
 				t.Fatalf("block 1 keeps fields %v", f)
 			}
 		})
@@ -332,7 +332,7 @@ func TestFailedCommitResyncsTheWorker(t *testing.T) {
 			t.Fatalf("another replica sees %v as %+v (%v), want %d blocks", tc.keys, m, err, tc.want)
 		}
 	}
-	if n := rdb.SCard(context.Background(), "warmpath:kv:w:w").Val(); n != 3 {
+	if n := rdb.SCard(context.Background(), s.own("w").keys[2]).Val(); n != 3 {
 		t.Fatalf("w:w holds %d members after the resync, want 3", n)
 	}
 	if s.flag(s.dirty, "w") {

@@ -174,3 +174,38 @@ end
 redis.call('EXPIRE', KEYS[3], ttl)
 return 1
 `)
+
+// lookupScript reads, block by block, which tiers of one part hold each
+// of a prompt's block keys with a live entry (a field of its worker's
+// current generation), down to the first block the part does not hold.
+//
+// KEYS: the part's gen-key prefix: a field's worker w has its
+// generations at KEYS[1] .. w (a worker's own part names no worker, so
+// that is its gen key). ARGV: block-key prefix, then the block keys.
+// Returns one digit per block read: bit t set when tier t holds it.
+var lookupScript = redis.NewScript(`
+local bprefix = ARGV[1]
+local gens, out = {}, {}
+for i = 2, #ARGV do
+  local f = redis.call('HGETALL', bprefix .. ARGV[i])
+  local held = {0, 0, 0}
+  for j = 1, #f, 2 do
+    if (tonumber(f[j + 1]) or 0) > 0 then
+      local w, t, g = string.match(f[j], '^(.*)|(%d)|(%d+)$')
+      if w then
+        local cur = gens[w]
+        if not cur then
+          cur = redis.call('HMGET', KEYS[1] .. w, '0', '1', '2')
+          gens[w] = cur
+        end
+        local ti = tonumber(t)
+        if ti <= 2 and cur[ti + 1] == g then held[ti + 1] = 2 ^ ti end
+      end
+    end
+  end
+  local d = held[1] + held[2] + held[3]
+  out[#out + 1] = string.char(48 + d)
+  if d == 0 then break end
+end
+return table.concat(out)
+`)
