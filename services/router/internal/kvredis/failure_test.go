@@ -369,3 +369,42 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int {
 	}
 	return n
 }
+
+// A Redis (or a cluster master) that comes back empty has lost workers
+// whose batches all applied: nothing marked them for resync. The next
+// batch finds its worker's batch mark gone where this replica had
+// written one, and rewrites the worker from the local index.
+func TestEmptiedRedisRewritesTheWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []kvindex.Op // the batch before the loss
+		keys []uint64     // looked up afterwards
+		want kvindex.Match
+	}{
+		{"own part", []kvindex.Op{add(kvindex.GPU, 1, 2, 3)}, []uint64{1, 2, 3, 4}, kvindex.Match{GPU: 4, Local: 4, Any: 4}},
+		{"l2 part", []kvindex.Op{add(kvindex.GPU, 1), add(kvindex.L2, 2, 3)}, []uint64{1, 2, 3, 4}, kvindex.Match{GPU: 1, Local: 1, Any: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rdb := newStore(t)
+			reader := New(rdb, Config{})
+			if err := s.Commit(&kvindex.Change{Worker: "w", Seq: 0, Hash: 1, Ops: tc.ops}); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// block 4 on the GPU: the own part's batch mark is checked on
+			// every batch
+			if err := s.Commit(&kvindex.Change{Worker: "w", Seq: 1, Hash: 2, Ops: []kvindex.Op{add(kvindex.GPU, 4)}}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := reader.LookupShared(tc.keys, []string{"w"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != tc.want {
+				t.Fatalf("after Redis lost everything and one more batch: %+v, want %+v", got[0], tc.want)
+			}
+		})
+	}
+}

@@ -54,6 +54,7 @@ package kvredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -84,6 +85,9 @@ type Store struct {
 	dirty map[string]bool
 	// dead workers have dead entries (an older generation) to collect.
 	dead map[string]bool
+	// marked[w][p] says this replica wrote (or found) a batch mark in
+	// part p of worker w: should the mark vanish, Redis lost the part.
+	marked map[string][2]bool
 }
 
 // Config tunes a Store.
@@ -149,6 +153,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	return &Store{
 		rdb: rdb, prefix: cfg.Prefix, ttl: cfg.TTL, chunk: cfg.ChunkSize, local: cfg.Local, g: newGuard(cfg),
 		workers: map[string]bool{}, dirty: map[string]bool{}, dead: map[string]bool{},
+		marked: map[string][2]bool{},
 	}
 }
 
@@ -208,6 +213,12 @@ func (s *Store) Commit(c *kvindex.Change) error {
 		return s.resync(c)
 	}
 	dead, err := s.commit(c)
+	if errors.Is(err, errLost) {
+		// a Redis restarted empty (or a cluster master without its data):
+		// the worker's earlier batches are gone, so rewrite it whole now
+		s.setFlag(s.dirty, c.Worker, true)
+		return s.resync(c)
+	}
 	if err != nil {
 		s.setFlag(s.dirty, c.Worker, true)
 		return fmt.Errorf("kvredis: commit %s seq %d (the worker will be resynced): %w", c.Worker, c.Seq, err)
@@ -222,11 +233,11 @@ func (s *Store) Commit(c *kvindex.Change) error {
 // worker's own part takes every batch (its mark stays current); the L2
 // part only the batches that touch it.
 func (s *Store) commit(c *kvindex.Change) (dead bool, err error) {
-	for _, p := range s.parts(c.Worker) {
+	for i, p := range s.parts(c.Worker) {
 		if p.l2 && !c.Reset && !c.ResetOnly && !slices.ContainsFunc(c.Ops, func(op kvindex.Op) bool { return p.holds(op.Tier) }) {
 			continue
 		}
-		d, err := s.commitPart(p, c)
+		d, err := s.commitPart(i, p, c)
 		if err != nil {
 			return dead, err
 		}
@@ -235,12 +246,18 @@ func (s *Store) commit(c *kvindex.Change) (dead bool, err error) {
 	return dead, nil
 }
 
-func (s *Store) commitPart(p part, c *kvindex.Change) (dead bool, err error) {
+// errLost says a part's batch mark, written before, is gone.
+var errLost = errors.New("redis lost the worker's state")
+
+func (s *Store) commitPart(i int, p part, c *kvindex.Change) (dead bool, err error) {
 	reset := boolArg(c.Reset)
 	if c.ResetOnly {
 		reset = "only"
 	}
-	args := []any{mark(c), reset, p.bprefix, p.field, int(s.ttl.Seconds())}
+	s.mu.Lock()
+	expect := s.marked[c.Worker][i]
+	s.mu.Unlock()
+	args := []any{mark(c), reset, p.bprefix, p.field, int(s.ttl.Seconds()), boolArg(expect)}
 	for _, op := range c.Ops {
 		if !p.holds(op.Tier) {
 			continue
@@ -263,7 +280,23 @@ func (s *Store) commitPart(p part, c *kvindex.Change) (dead bool, err error) {
 		res, err = commitScript.Run(ctx, s.rdb, p.keys, args...).Int64Slice()
 		return err
 	})
-	return err == nil && len(res) == 2 && res[1] == 1, err
+	if err != nil {
+		return false, err
+	}
+	if len(res) == 2 && res[0] == 2 {
+		return false, errLost
+	}
+	s.setMarked(c.Worker, i, !c.ResetOnly)
+	return len(res) == 2 && res[1] == 1, nil
+}
+
+// setMarked records whether part i of worker holds a batch mark of ours.
+func (s *Store) setMarked(worker string, i int, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.marked[worker]
+	m[i] = on
+	s.marked[worker] = m
 }
 
 // collectLater collects c's worker's dead entries; a failure leaves them
@@ -306,10 +339,11 @@ func (s *Store) Forget(worker string) error {
 	delete(s.workers, worker)
 	delete(s.dirty, worker)
 	delete(s.dead, worker)
+	delete(s.marked, worker)
 	s.mu.Unlock()
 	for _, p := range s.parts(worker) {
 		err := s.g.do(opForget, 4, func(ctx context.Context) error {
-			return commitScript.Run(ctx, s.rdb, p.keys, "0:0", "only", p.bprefix, p.field, int(s.ttl.Seconds())).Err()
+			return commitScript.Run(ctx, s.rdb, p.keys, "0:0", "only", p.bprefix, p.field, int(s.ttl.Seconds()), "0").Err()
 		})
 		if err == nil {
 			err = s.collectPart(worker, p)

@@ -67,10 +67,11 @@ func (s *Store) collectPart(worker string, p part) error {
 // two replicas from undoing each other's rewrite forever.
 func (s *Store) resync(c *kvindex.Change) error {
 	held := s.local.Holdings(c.Worker)
-	for _, p := range s.parts(c.Worker) {
+	for i, p := range s.parts(c.Worker) {
 		if err := s.resyncPart(c, p, held); err != nil {
 			return fmt.Errorf("kvredis: resync %s at seq %d: %w", c.Worker, c.Seq, err)
 		}
+		s.setMarked(c.Worker, i, true) // claimed, or another replica's later one found
 	}
 	s.setFlag(s.dirty, c.Worker, false)
 	s.setFlag(s.dead, c.Worker, false)
