@@ -42,7 +42,9 @@
 // to load alone. A batch Redis did not take marks its worker dirty: the
 // worker's shared entries are stale, so lookups take that worker's match
 // from the local index, and the worker's next batch rewrites it in Redis
-// from the local index (resync) instead of applying the batch alone. On a
+// from the local index (resync) instead of applying the batch alone; so
+// does a batch that finds a batch mark this replica wrote gone (a Redis,
+// or a cluster master, back without its data). On a
 // cluster, a node that stops takes its slots' workers with it until it
 // (or a replica promoted in its place) serves them again: the client
 // follows MOVED and ASK redirects and reloads the slot map, and the
