@@ -1,14 +1,13 @@
-// Package testredis starts a real redis-server (Debian's redis-server
-// package; `make tools` installs it) on a free loopback port for tests.
+// Package testredis starts real redis-server processes (Debian's
+// redis-server package; `make tools` installs it) on free loopback ports
+// for tests: one server (Start), or a Redis Cluster of several (StartCluster).
 package testredis
 
 import (
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // Start runs redis-server with persistence off until the test ends and
@@ -21,15 +20,8 @@ func Start(t testing.TB) string {
 	}
 	// t.Context ends just before the test's cleanups run, which stops
 	// the server with the test.
-	ctx := t.Context()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.CommandContext(ctx, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	port := freePort(t)
+	cmd := exec.CommandContext(t.Context(), bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -39,17 +31,6 @@ func Start(t testing.TB) string {
 		_ = cmd.Wait()
 	})
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := net.Dialer{Timeout: time.Second}
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err == nil {
-			_ = c.Close()
-			return "redis://" + addr + "/0"
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s not reachable: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitDial(t, addr)
+	return "redis://" + addr + "/0"
 }

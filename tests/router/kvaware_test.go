@@ -415,7 +415,7 @@ func TestKVAwareSharedRedisIndex(t *testing.T) {
 	opts, _ := redis.ParseURL(redisURL)
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	keys, err := rdb.Keys(context.Background(), "warmpath:kv:b:*").Result()
+	keys, err := rdb.Keys(context.Background(), "{warmpath:kv:*}:b:*").Result()
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("no block keys in Redis (%v)", err)
 	}

@@ -50,6 +50,8 @@ func TestURLWithPassword(t *testing.T) {
 		{"redis://alice@r:6379", "redis://alice:" + p + "@r:6379"},
 		{"redis-sentinel://a:26379,b:26379/mymaster", "redis-sentinel://:" + p + "@a:26379,b:26379/mymaster"},
 		{"resp://cache:6379", "resp://:" + p + "@cache:6379"},
+		// a cluster's seeds, the form LMCache's redis-cluster:// connector reads
+		{"redis-cluster://alice@a:7000,b:7000,c:7000", "redis-cluster://alice:" + p + "@a:7000,b:7000,c:7000"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {

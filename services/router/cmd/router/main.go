@@ -89,7 +89,7 @@ func run() error {
 	fs.IntVar(&l2.MaxChunks, "l2-max-chunks", 4<<20, "chunks the router's L2 view holds over all models (about 40 bytes each); chunks beyond are left out (the L2 is credited with less) until removals free room")
 	fs.DurationVar(&l2.DropAfter, "l2-drop-after", 10*time.Second, "how long a cache server may stay disconnected before its chunks stop being credited")
 	fs.DurationVar(&l2.SnapshotTimeout, "l2-snapshot-timeout", 10*time.Second, "timeout of one snapshot request")
-	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis (redis://host:port/db), shared by every router replica pointed at it; default: in memory")
+	kvRedis := fs.String("kv-index-redis", "", "keep the kvaware index in Redis, shared by every router replica pointed at it: redis://host:port/db (rediss:// for TLS), or a Redis/Valkey Cluster as redis-cluster://host:port[,host:port...] (rediss-cluster:// for TLS); default: in memory")
 	kvMaxKeys := fs.Int("kv-index-max-keys", 1<<22, "block keys the kvaware index holds (about 82 bytes each); least recently stored beyond")
 	kvWorkerMax := fs.Int("kv-index-max-worker-blocks", kvindex.DefaultMaxWorkerBlocks, "KV-event state kept per worker, in engine blocks (about 88 bytes each; an offloaded block spanning N GPU blocks counts 1+N); least recently stored or used beyond, which also leaves the index, so lost removals age out")
 	var rc kvredis.Config

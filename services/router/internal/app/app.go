@@ -65,8 +65,9 @@ type Options struct {
 	// kvindex.DefaultMaxWorkerBlocks when 0, and never above
 	// KVIndexMaxKeys for the in-memory index.
 	KVWorkerMaxBlocks int
-	// KVIndexRedis, when set (redis://host:port/db), keeps the kvaware index
-	// in Redis, shared by every router replica pointed at it.
+	// KVIndexRedis, when set (redis://host:port/db, or a cluster's
+	// redis-cluster://host:port,host:port), keeps the kvaware index in
+	// Redis, shared by every router replica pointed at it.
 	KVIndexRedis string
 	// KVRedis tunes the Redis-shared index (timeouts, breaker, chunks);
 	// its Local, Registerer and Log are filled in here.

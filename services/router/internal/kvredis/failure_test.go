@@ -21,7 +21,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
-func client(t *testing.T, url string) *redis.Client {
+func client(t *testing.T, url string) redis.UniversalClient {
 	t.Helper()
 	rdb, err := NewClient(url)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestRemovalsLeaveTheWorkerSet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := rdb.SCard(context.Background(), "warmpath:kv:w:w").Val(); n != tc.want {
+			if n := rdb.SCard(context.Background(), s.own("w").keys[2]).Val(); n != tc.want {
 				t.Fatalf("w:w holds %d members, want %d", n, tc.want)
 			}
 		})
@@ -95,7 +95,7 @@ func TestClearIsChunked(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if n := rdb.SCard(ctx, "warmpath:kv:w:w").Val(); n != blocks {
+			if n := rdb.SCard(ctx, s.own("w").keys[2]).Val(); n != blocks {
 				t.Fatalf("w:w holds %d members before the clear, want %d", n, blocks)
 			}
 			// Counted in script calls, not timed: each call touches at most
@@ -109,14 +109,14 @@ func TestClearIsChunked(t *testing.T) {
 			if calls := scriptCalls(t, rdb) - before; calls < blocks/500 {
 				t.Fatalf("the clear ran %d scripts for %d blocks; want at least %d, of at most 500 keys each", calls, blocks, blocks/500)
 			}
-			if n := rdb.SCard(ctx, "warmpath:kv:w:w").Val(); n != tc.left {
+			if n := rdb.SCard(ctx, s.own("w").keys[2]).Val(); n != tc.left {
 				t.Fatalf("w:w holds %d members after the clear, want %d", n, tc.left)
 			}
 			if m, err := s.LookupShared(keyRange(1, 3), []string{"w"}, nil); err != nil || m[0].Any != 0 {
 				t.Fatalf("cleared blocks still match: %+v %v", m, err)
 			}
 			// the dead fields are gone too, not only unreachable
-			if f := rdb.HGetAll(ctx, "warmpath:kv:b:1").Val(); len(f) != 0 {
+			if f := rdb.HGetAll(ctx, s.own("w").bprefix+"1").Val(); len(f) != 0 {
 				t.Fatalf("block 1 keeps fields %v", f)
 			}
 		})
@@ -332,7 +332,7 @@ func TestFailedCommitResyncsTheWorker(t *testing.T) {
 			t.Fatalf("another replica sees %v as %+v (%v), want %d blocks", tc.keys, m, err, tc.want)
 		}
 	}
-	if n := rdb.SCard(context.Background(), "warmpath:kv:w:w").Val(); n != 3 {
+	if n := rdb.SCard(context.Background(), s.own("w").keys[2]).Val(); n != 3 {
 		t.Fatalf("w:w holds %d members after the resync, want 3", n)
 	}
 	if s.flag(s.dirty, "w") {
@@ -368,4 +368,43 @@ func scriptCalls(t *testing.T, rdb *redis.Client) int {
 		n += c
 	}
 	return n
+}
+
+// A Redis (or a cluster master) that comes back empty has lost workers
+// whose batches all applied: nothing marked them for resync. The next
+// batch finds its worker's batch mark gone where this replica had
+// written one, and rewrites the worker from the local index.
+func TestEmptiedRedisRewritesTheWorker(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []kvindex.Op // the batch before the loss
+		keys []uint64     // looked up afterwards
+		want kvindex.Match
+	}{
+		{"own part", []kvindex.Op{add(kvindex.GPU, 1, 2, 3)}, []uint64{1, 2, 3, 4}, kvindex.Match{GPU: 4, Local: 4, Any: 4}},
+		{"l2 part", []kvindex.Op{add(kvindex.GPU, 1), add(kvindex.L2, 2, 3)}, []uint64{1, 2, 3, 4}, kvindex.Match{GPU: 1, Local: 1, Any: 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, rdb := newStore(t)
+			reader := New(rdb, Config{})
+			if err := s.Commit(&kvindex.Change{Worker: "w", Seq: 0, Hash: 1, Ops: tc.ops}); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// block 4 on the GPU: the own part's batch mark is checked on
+			// every batch
+			if err := s.Commit(&kvindex.Change{Worker: "w", Seq: 1, Hash: 2, Ops: []kvindex.Op{add(kvindex.GPU, 4)}}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := reader.LookupShared(tc.keys, []string{"w"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != tc.want {
+				t.Fatalf("after Redis lost everything and one more batch: %+v, want %+v", got[0], tc.want)
+			}
+		})
+	}
 }

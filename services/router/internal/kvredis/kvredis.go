@@ -4,20 +4,33 @@
 // every worker and commits the same batches; a Lua script applies each
 // batch once, keyed by the worker's sequence number and the batch's hash.
 //
-// Layout, under a prefix (default "warmpath:kv:"):
+// The store runs on one Redis or on a Redis Cluster (or Valkey's): every
+// key carries a hash tag, and every script and multi-key command touches
+// keys of one tag only, so of one slot. The index is split in parts, each
+// under its own tag: one part per worker holds its GPU and CPU blocks
+// (spread over the cluster's slots), and one part holds every worker's
+// blocks in the shared L2 tier, which lookups credit to all workers alike.
+// Layout, under a prefix P (default "warmpath:kv:") with no braces:
 //
-//	b:<key>         hash  "<worker>|<tier>|<gen>" -> copies   one per block key
-//	w:<worker>      set   block keys holding a field of the worker
-//	gen:<worker>    hash  tier -> current generation
-//	seq:<worker>    "<seq>:<hash>" of the last batch applied
-//	reset:<worker>  "<seq>:<hash>" of the batch that last reset the worker
+//	{Pw:<worker>}:b:<key>   hash  "|<tier>|<gen>" -> copies     the worker's part
+//	{Pw:<worker>}:set       set   block keys holding a field
+//	{Pw:<worker>}:gen       hash  tier -> current generation
+//	{Pw:<worker>}:seq       "<seq>:<hash>" of the last batch applied
+//	{Pw:<worker>}:reset     "<seq>:<hash>" of the batch that last reset it
+//	{Pl2}:b:<key>           hash  "<worker>|2|<gen>" -> copies  the L2 part
+//	{Pl2}:set:<worker>, {Pl2}:gen:<worker>, {Pl2}:seq:<worker>, {Pl2}:reset:<worker>
+//
+// A batch is committed to the worker's part, and to the L2 part when it
+// touches the L2 tier or resets the worker; each part keeps its own batch
+// mark, so a batch that reached one part and not the other still applies
+// once in each.
 //
 // Clearing a worker (a restart, a cache reset, a departure) bumps its
 // generation, which kills its entries at once in O(1): lookups count only
 // fields of the current generation. The dead fields are then removed in
 // chunks of ChunkSize keys, each one short script, so Redis never stalls
-// on a worker with millions of blocks. A removal drops the key from
-// w:<worker> once the worker holds no copy of it, so the set is exactly
+// on a worker with millions of blocks. A removal drops the key from the
+// worker's set once the worker holds no copy of it, so the set is exactly
 // the worker's live blocks (plus dead ones until collected).
 //
 // Failure model. Every Redis call runs under a deadline (Timeout) and one
@@ -29,7 +42,13 @@
 // to load alone. A batch Redis did not take marks its worker dirty: the
 // worker's shared entries are stale, so lookups take that worker's match
 // from the local index, and the worker's next batch rewrites it in Redis
-// from the local index (resync) instead of applying the batch alone.
+// from the local index (resync) instead of applying the batch alone; so
+// does a batch that finds a batch mark this replica wrote gone (a Redis,
+// or a cluster master, back without its data). On a
+// cluster, a node that stops takes its slots' workers with it until it
+// (or a replica promoted in its place) serves them again: the client
+// follows MOVED and ASK redirects and reloads the slot map, and the
+// breaker and resync above do the rest.
 //
 // Memory is bounded by Redis itself: run it with maxmemory and
 // allkeys-lru, and every block key also expires after TTL without stores.
@@ -37,12 +56,12 @@ package kvredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -54,7 +73,7 @@ import (
 
 // Store is the Redis-backed index.
 type Store struct {
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	prefix string
 	ttl    time.Duration
 	chunk  int
@@ -68,11 +87,15 @@ type Store struct {
 	dirty map[string]bool
 	// dead workers have dead entries (an older generation) to collect.
 	dead map[string]bool
+	// marked[w][p] says this replica wrote (or found) a batch mark in
+	// part p of worker w: should the mark vanish, Redis lost the part.
+	marked map[string][2]bool
 }
 
 // Config tunes a Store.
 type Config struct {
-	// Prefix of every key ("warmpath:kv:").
+	// Prefix of every key ("warmpath:kv:"). It goes inside each key's
+	// hash tag, so it must hold no '{' or '}': those would move the tag.
 	Prefix string
 	// TTL of a block key without stores (1h).
 	TTL time.Duration
@@ -100,20 +123,8 @@ type Config struct {
 	LogEvery time.Duration
 }
 
-// NewClient returns a Redis client for url whose calls end at their
-// context's deadline: go-redis otherwise waits out its own 3s read
-// timeout, which would be added to a request while Redis hangs.
-func NewClient(url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("kvredis: %w", err)
-	}
-	opts.ContextTimeoutEnabled = true
-	return redis.NewClient(opts), nil
-}
-
-// New returns a store on rdb.
-func New(rdb *redis.Client, cfg Config) *Store {
+// New returns a store on rdb, one Redis or a cluster (NewClient).
+func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "warmpath:kv:"
 	}
@@ -144,12 +155,47 @@ func New(rdb *redis.Client, cfg Config) *Store {
 	return &Store{
 		rdb: rdb, prefix: cfg.Prefix, ttl: cfg.TTL, chunk: cfg.ChunkSize, local: cfg.Local, g: newGuard(cfg),
 		workers: map[string]bool{}, dirty: map[string]bool{}, dead: map[string]bool{},
+		marked: map[string][2]bool{},
 	}
 }
 
-func (s *Store) keys(worker string) []string {
-	return []string{s.prefix + "seq:" + worker, s.prefix + "reset:" + worker, s.prefix + "w:" + worker, s.prefix + "gen:" + worker}
+// part is the share of a worker's keys under one hash tag, so in one
+// slot: the scripts take its four per-worker keys and write block keys
+// under bprefix, with fields "<field>|<tier>|<gen>".
+type part struct {
+	keys    []string // seq, reset, set and gen keys of the worker
+	bprefix string   // block keys
+	field   string   // the worker as its fields name it
+	gprefix string   // the gen key of a field's worker is gprefix+worker
+	l2      bool     // the shared L2 part (else the worker's GPU and CPU)
 }
+
+// own is worker's own part: its GPU and CPU blocks, under a tag of its
+// own, so workers spread over a cluster's slots. Its fields need not name
+// the worker.
+func (s *Store) own(worker string) part {
+	tag := "{" + s.prefix + "w:" + worker + "}:"
+	return part{
+		keys:    []string{tag + "seq", tag + "reset", tag + "set", tag + "gen"},
+		bprefix: tag + "b:", gprefix: tag + "gen",
+	}
+}
+
+// shared is worker's share of the L2 part: every worker's L2 blocks under
+// one tag, since a block stored by any worker counts for all, and a
+// lookup reads it in one script.
+func (s *Store) shared(worker string) part {
+	tag := "{" + s.prefix + "l2}:"
+	return part{
+		keys:    []string{tag + "seq:" + worker, tag + "reset:" + worker, tag + "set:" + worker, tag + "gen:" + worker},
+		bprefix: tag + "b:", field: worker, gprefix: tag + "gen:", l2: true,
+	}
+}
+
+func (s *Store) parts(worker string) [2]part { return [2]part{s.own(worker), s.shared(worker)} }
+
+// holds reports whether tier t's blocks live in p.
+func (p part) holds(t kvindex.Tier) bool { return (t == kvindex.L2) == p.l2 }
 
 func mark(c *kvindex.Change) string {
 	return strconv.FormatUint(c.Seq, 10) + ":" + strconv.FormatUint(c.Hash, 16)
@@ -169,6 +215,12 @@ func (s *Store) Commit(c *kvindex.Change) error {
 		return s.resync(c)
 	}
 	dead, err := s.commit(c)
+	if errors.Is(err, errLost) {
+		// a Redis restarted empty (or a cluster master without its data):
+		// the worker's earlier batches are gone, so rewrite it whole now
+		s.setFlag(s.dirty, c.Worker, true)
+		return s.resync(c)
+	}
 	if err != nil {
 		s.setFlag(s.dirty, c.Worker, true)
 		return fmt.Errorf("kvredis: commit %s seq %d (the worker will be resynced): %w", c.Worker, c.Seq, err)
@@ -179,14 +231,39 @@ func (s *Store) Commit(c *kvindex.Change) error {
 	return nil
 }
 
-// commit applies c in Redis; dead reports entries left to collect.
+// commit applies c in Redis; dead reports entries left to collect. The
+// worker's own part takes every batch (its mark stays current); the L2
+// part only the batches that touch it.
 func (s *Store) commit(c *kvindex.Change) (dead bool, err error) {
+	for i, p := range s.parts(c.Worker) {
+		if p.l2 && !c.Reset && !c.ResetOnly && !slices.ContainsFunc(c.Ops, func(op kvindex.Op) bool { return p.holds(op.Tier) }) {
+			continue
+		}
+		d, err := s.commitPart(i, p, c)
+		if err != nil {
+			return dead, err
+		}
+		dead = dead || d
+	}
+	return dead, nil
+}
+
+// errLost says a part's batch mark, written before, is gone.
+var errLost = errors.New("redis lost the worker's state")
+
+func (s *Store) commitPart(i int, p part, c *kvindex.Change) (dead bool, err error) {
 	reset := boolArg(c.Reset)
 	if c.ResetOnly {
 		reset = "only"
 	}
-	args := []any{mark(c), reset, s.prefix + "b:", c.Worker, int(s.ttl.Seconds())}
+	s.mu.Lock()
+	expect := s.marked[c.Worker][i]
+	s.mu.Unlock()
+	args := []any{mark(c), reset, p.bprefix, p.field, int(s.ttl.Seconds()), boolArg(expect)}
 	for _, op := range c.Ops {
+		if !p.holds(op.Tier) {
+			continue
+		}
 		kind := "a"
 		switch op.Kind {
 		case kvindex.OpRemove:
@@ -202,10 +279,26 @@ func (s *Store) commit(c *kvindex.Change) (dead bool, err error) {
 	var res []int64
 	err = s.g.do(opCommit, 4, func(ctx context.Context) error {
 		var err error
-		res, err = commitScript.Run(ctx, s.rdb, s.keys(c.Worker), args...).Int64Slice()
+		res, err = commitScript.Run(ctx, s.rdb, p.keys, args...).Int64Slice()
 		return err
 	})
-	return err == nil && len(res) == 2 && res[1] == 1, err
+	if err != nil {
+		return false, err
+	}
+	if len(res) == 2 && res[0] == 2 {
+		return false, errLost
+	}
+	s.setMarked(c.Worker, i, !c.ResetOnly)
+	return len(res) == 2 && res[1] == 1, nil
+}
+
+// setMarked records whether part i of worker holds a batch mark of ours.
+func (s *Store) setMarked(worker string, i int, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.marked[worker]
+	m[i] = on
+	s.marked[worker] = m
 }
 
 // collectLater collects c's worker's dead entries; a failure leaves them
@@ -248,23 +341,26 @@ func (s *Store) Forget(worker string) error {
 	delete(s.workers, worker)
 	delete(s.dirty, worker)
 	delete(s.dead, worker)
+	delete(s.marked, worker)
 	s.mu.Unlock()
-	keys := s.keys(worker)
-	err := s.g.do(opForget, 4, func(ctx context.Context) error {
-		return commitScript.Run(ctx, s.rdb, keys, "0:0", "only", s.prefix+"b:", worker, int(s.ttl.Seconds())).Err()
-	})
-	if err == nil {
-		err = s.collect(worker)
-	}
-	if err == nil {
-		err = s.g.do(opForget, 1, func(ctx context.Context) error {
-			// gen last: were it gone with fields left, a later life of
-			// the worker would start a new generation anyway (see gen).
-			return s.rdb.Del(ctx, keys...).Err()
+	for _, p := range s.parts(worker) {
+		err := s.g.do(opForget, 4, func(ctx context.Context) error {
+			return commitScript.Run(ctx, s.rdb, p.keys, "0:0", "only", p.bprefix, p.field, int(s.ttl.Seconds()), "0").Err()
 		})
-	}
-	if err != nil {
-		return fmt.Errorf("kvredis: forget %s: %w", worker, err)
+		if err == nil {
+			err = s.collectPart(worker, p)
+		}
+		if err == nil {
+			err = s.g.do(opForget, 1, func(ctx context.Context) error {
+				// gen last: were it gone with fields left, a later life of
+				// the worker would start a new generation anyway (see gen).
+				// One part's keys share a slot, so one DEL takes them.
+				return s.rdb.Del(ctx, p.keys...).Err()
+			})
+		}
+		if err != nil {
+			return fmt.Errorf("kvredis: forget %s: %w", worker, err)
+		}
 	}
 	return nil
 }
@@ -295,138 +391,22 @@ func (s *Store) Lookup(keys []uint64, workers []string, out []kvindex.Match) []k
 	return out
 }
 
-// LookupShared is Lookup from Redis alone. Its error wraps ErrUnavailable
-// (Redis failed, or the breaker refused the call at once); out then
-// matches nothing.
-func (s *Store) LookupShared(keys []uint64, workers []string, out []kvindex.Match) ([]kvindex.Match, error) {
-	out = out[:0]
-	for range workers {
-		out = append(out, kvindex.Match{})
-	}
-	if len(keys) == 0 {
-		return out, nil
-	}
-	gens := make([]*redis.SliceCmd, len(workers))
-	cmds := make([]*redis.MapStringStringCmd, len(keys))
-	err := s.g.do(opLookup, 1, func(ctx context.Context) error {
-		pipe := s.rdb.Pipeline()
-		for i, w := range workers {
-			gens[i] = pipe.HMGet(ctx, s.prefix+"gen:"+w, "0", "1", "2")
-		}
-		for i, k := range keys {
-			cmds[i] = pipe.HGetAll(ctx, s.prefix+"b:"+strconv.FormatUint(k, 16))
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	})
-	if err != nil {
-		return out, fmt.Errorf("kvredis: lookup: %w", err)
-	}
-	pos := make(map[string]int, len(workers))
-	cur := make([][kvindex.NumTiers]string, len(workers))
-	for i, w := range workers {
-		pos[w] = i
-		for t, v := range gens[i].Val() {
-			if g, ok := v.(string); ok && t < int(kvindex.NumTiers) {
-				cur[i][t] = g
-			}
-		}
-	}
-	on := make([][3]bool, len(workers))
-	for i := range on {
-		on[i] = [3]bool{true, true, true}
-	}
-	tiers := make([]uint8, len(workers))
-	for n, cmd := range cmds {
-		fields, err := cmd.Result()
-		if err != nil {
-			return nil, fmt.Errorf("kvredis: lookup block %d: %w", n, err)
-		}
-		if len(fields) == 0 {
-			break
-		}
-		clear(tiers)
-		var l2 bool
-		for f, v := range fields {
-			if c, _ := strconv.Atoi(v); c <= 0 {
-				continue
-			}
-			w, tier, gen, ok := parseField(f)
-			if !ok {
-				continue
-			}
-			if tier == kvindex.L2 {
-				// the shared tier: any worker's live copy counts for all
-				// (another worker's generation is not fetched: its dead
-				// L2 fields count until collected, moments later)
-				if p, ok := pos[w]; !ok || cur[p][tier] == gen {
-					l2 = true
-				}
-			} else if p, ok := pos[w]; ok && cur[p][tier] == gen {
-				tiers[p] |= 1 << tier
-			}
-		}
-		live := false
-		for i := range workers {
-			gpu := tiers[i]&(1<<kvindex.GPU) != 0
-			local := gpu || tiers[i]&(1<<kvindex.CPU) != 0
-			if on[i][0] = on[i][0] && gpu; on[i][0] {
-				out[i].GPU = n + 1
-			}
-			if on[i][1] = on[i][1] && local; on[i][1] {
-				out[i].Local = n + 1
-			}
-			if on[i][2] = on[i][2] && (local || l2); on[i][2] {
-				out[i].Any = n + 1
-				live = true
-			}
-		}
-		if !live {
-			break
-		}
-	}
-	return out, nil
-}
-
-// parseField splits "<worker>|<tier>|<gen>"; the worker (a URL) may hold
-// '|', the tier and generation do not.
-func parseField(f string) (worker string, tier kvindex.Tier, gen string, ok bool) {
-	rest, gen, ok := cutLast(f)
-	if !ok {
-		return "", 0, "", false
-	}
-	worker, t, ok := cutLast(rest)
-	if !ok {
-		return "", 0, "", false
-	}
-	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 || n >= int(kvindex.NumTiers) {
-		return "", 0, "", false
-	}
-	return worker, kvindex.Tier(n), gen, true
-}
-
-func cutLast(s string) (before, after string, ok bool) {
-	i := strings.LastIndexByte(s, '|')
-	if i < 0 {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
 // Stats reports, per worker this replica has seen, the block keys it
-// holds in Redis (all tiers, counted under GPU: Redis keeps no per-tier
-// totals); this replica's own index's when Redis is unavailable.
+// holds in Redis: its own part's (GPU and CPU: Redis keeps no per-tier
+// totals) counted under GPU, its L2 part's under L2; this replica's own
+// index's when Redis is unavailable.
 func (s *Store) Stats() kvindex.Stats {
 	s.mu.Lock()
 	workers := slices.Collect(maps.Keys(s.workers))
 	s.mu.Unlock()
 	st := kvindex.Stats{Blocks: map[string][kvindex.NumTiers]int{}}
-	cards := make([]*redis.IntCmd, len(workers))
+	cards := make([][2]*redis.IntCmd, len(workers))
 	err := s.g.do(opStats, 4, func(ctx context.Context) error {
 		pipe := s.rdb.Pipeline()
 		for i, w := range workers {
-			cards[i] = pipe.SCard(ctx, s.prefix+"w:"+w)
+			for j, p := range s.parts(w) {
+				cards[i][j] = pipe.SCard(ctx, p.keys[2])
+			}
 		}
 		_, err := pipe.Exec(ctx)
 		return err
@@ -435,9 +415,9 @@ func (s *Store) Stats() kvindex.Stats {
 		return s.local.Stats()
 	}
 	for i, w := range workers {
-		n := int(cards[i].Val())
-		st.Blocks[w] = [kvindex.NumTiers]int{n, 0, 0}
-		st.Keys += n
+		own, l2 := int(cards[i][0].Val()), int(cards[i][1].Val())
+		st.Blocks[w] = [kvindex.NumTiers]int{own, 0, l2}
+		st.Keys += own + l2
 	}
 	return st
 }

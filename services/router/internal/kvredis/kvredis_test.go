@@ -37,7 +37,7 @@ func TestCommitOncePerBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if f := rdb.HGetAll(context.Background(), "warmpath:kv:b:1").Val(); len(f) != 1 || !slices.Contains(slices.Collect(maps.Values(f)), "1") {
+	if f := rdb.HGetAll(context.Background(), s.own("w").bprefix+"1").Val(); len(f) != 1 || !slices.Contains(slices.Collect(maps.Values(f)), "1") {
 		t.Fatalf("fields %v after the same batch twice, want one copy", f)
 	}
 	if m := s.Lookup(keys, []string{"w", "other"}, nil); m[0] != (kvindex.Match{GPU: 3, Local: 3, Any: 3}) || m[1] != (kvindex.Match{}) {

@@ -40,11 +40,14 @@ end
 //
 // KEYS: seq, reset, set and gen keys of the worker. ARGV: mark
 // ("seq:hash"), reset flag ("0", "1" or "only"), block-key prefix,
-// worker, ttl seconds, then the ops as kind, tier, n, key1..keyn.
+// worker, ttl seconds, expect ("1" when the caller wrote a mark here
+// before), then the ops as kind, tier, n, key1..keyn.
 // Returns {applied, dead}: dead is 1 when a generation was bumped, so the
-// caller collects the dead entries.
+// caller collects the dead entries; applied is 2 when the expected mark
+// is gone (Redis lost the worker's state): nothing is applied, and the
+// caller rewrites the worker.
 var commitScript = redis.NewScript(luaLib + `
-local mark, reset, bprefix, worker, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local mark, reset, bprefix, worker, ttl, expect = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
 local wprefix = worker .. '|'
 if reset == 'only' then
   -- a restart seen before the new process's first batch: drop the old
@@ -55,6 +58,8 @@ if reset == 'only' then
 end
 local seq = tonumber(string.match(mark, '^(%d+):'))
 local cur = redis.call('GET', KEYS[1])
+-- a restart's batch starts the worker afresh anyway
+if not cur and expect == '1' and reset ~= '1' then return {2, 0} end
 local dead = 0
 if reset == '1' and redis.call('GET', KEYS[2]) ~= mark then
   -- this replica is the first to see the restart: drop the old process
@@ -69,7 +74,7 @@ else
     if cseq and cseq >= seq then return {0, 0} end
   end
 end
-local i = 6
+local i = 7
 while i <= #ARGV do
   local kind, tier, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if kind == 'c' then
@@ -173,4 +178,39 @@ for i = 7, #ARGV, 3 do
 end
 redis.call('EXPIRE', KEYS[3], ttl)
 return 1
+`)
+
+// lookupScript reads, block by block, which tiers of one part hold each
+// of a prompt's block keys with a live entry (a field of its worker's
+// current generation), down to the first block the part does not hold.
+//
+// KEYS: the part's gen-key prefix: a field's worker w has its
+// generations at KEYS[1] .. w (a worker's own part names no worker, so
+// that is its gen key). ARGV: block-key prefix, then the block keys.
+// Returns one digit per block read: bit t set when tier t holds it.
+var lookupScript = redis.NewScript(`
+local bprefix = ARGV[1]
+local gens, out = {}, {}
+for i = 2, #ARGV do
+  local f = redis.call('HGETALL', bprefix .. ARGV[i])
+  local held = {0, 0, 0}
+  for j = 1, #f, 2 do
+    if (tonumber(f[j + 1]) or 0) > 0 then
+      local w, t, g = string.match(f[j], '^(.*)|(%d)|(%d+)$')
+      if w then
+        local cur = gens[w]
+        if not cur then
+          cur = redis.call('HMGET', KEYS[1] .. w, '0', '1', '2')
+          gens[w] = cur
+        end
+        local ti = tonumber(t)
+        if ti <= 2 and cur[ti + 1] == g then held[ti + 1] = 2 ^ ti end
+      end
+    end
+  end
+  local d = held[1] + held[2] + held[3]
+  out[#out + 1] = string.char(48 + d)
+  if d == 0 then break end
+end
+return table.concat(out)
 `)
