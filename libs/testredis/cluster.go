@@ -2,6 +2,7 @@ package testredis
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -105,7 +106,7 @@ func (c *Cluster) Start(i int) {
 		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
 		"--appendonly", "yes", "--save", "", "--dir", nd.dir,
 		"--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"}
-	cmd := exec.Command(c.bin, append(args, c.extra...)...)
+	cmd := exec.CommandContext(c.t.Context(), c.bin, append(args, c.extra...)...)
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("node %d: %v", i, err)
 	}
@@ -179,7 +180,7 @@ func (c *Cluster) SlotOwner(from, slot int) int {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ func waitDial(t testing.TB, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(t.Context(), "tcp", addr)
 		if err == nil {
 			_ = c.Close()
 			return
@@ -214,7 +215,7 @@ func mustOK(t testing.TB, addr string, args ...string) {
 // bulk-string reply: all the cluster set-up needs, without a client
 // library in libs.
 func command(addr string, args ...string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	conn, err := (&net.Dialer{Timeout: 2 * time.Second}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		return "", err
 	}
