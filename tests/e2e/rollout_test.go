@@ -33,13 +33,14 @@ func testRollouts(ctx context.Context, t *testing.T, e *env) {
 		}
 		return nil
 	})
+	routerGen, workerGen := e.generation(ctx, t, endpoint+"-router"), e.generation(ctx, t, endpoint+"-worker")
 	start := time.Now()
 	// kvBytesPerToken reaches the router as --kv-cpu-capacity-tokens (a new
 	// pod template, so a rollout); the variable changes the workers' pods.
 	e.c.patchEndpoint(ctx, t, `{"spec":{"replicas":3,"kvCacheSpec":{"kvBytesPerToken":131072},`+
 		`"worker":{"environmentVariables":[{"name":"WARMPATH_E2E_ROLLOUT","value":"1"}]}}}`)
-	e.waitRolledOut(ctx, t, endpoint+"-router", 3*time.Minute)
-	e.waitRolledOut(ctx, t, endpoint+"-worker", 4*time.Minute)
+	e.waitRolledOut(ctx, t, endpoint+"-router", routerGen, 3*time.Minute)
+	e.waitRolledOut(ctx, t, endpoint+"-worker", workerGen, 4*time.Minute)
 	routers, _ := e.routerPods(ctx, t)
 	workers := e.c.waitPodsReady(ctx, t, ns, workerSel, 3, 3*time.Minute)
 	if kept := samePods(oldRouters, routers); len(kept) > 0 {
@@ -50,23 +51,37 @@ func testRollouts(ctx context.Context, t *testing.T, e *env) {
 	}
 	t.Logf("router and workers rolled, 3 workers, in %s: %d requests answered so far", time.Since(start).Round(time.Second), l.ok.Load())
 
+	workerGen = e.generation(ctx, t, endpoint+"-worker")
 	e.c.patchEndpoint(ctx, t, `{"spec":{"replicas":2}}`)
-	e.waitRolledOut(ctx, t, endpoint+"-worker", 2*time.Minute)
+	e.waitRolledOut(ctx, t, endpoint+"-worker", workerGen, 2*time.Minute)
 	e.waitRoutersSee(ctx, t, e.workerURLs(ctx, t, 2), 2*time.Minute)
 	l.finish(t, "open-loop load through a router rollout, a worker rollout, scaling 2 -> 3 -> 2")
 	t.Logf("the whole step under load: %s, %d requests shed by the client's in-flight bound", time.Since(start).Round(time.Second), l.shed.Load())
 }
 
-// waitRolledOut waits until a Deployment's controller has seen its latest
-// spec, every replica runs it and is available, and no pod of an older
-// one is left, not even terminating (a terminating pod may still be
-// answering requests of the load).
-func (e *env) waitRolledOut(ctx context.Context, t *testing.T, name string, timeout time.Duration) {
+// generation is a Deployment's metadata.generation now.
+func (e *env) generation(ctx context.Context, t *testing.T, name string) int64 {
+	t.Helper()
+	d, err := e.c.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Deployment %s: %v", name, err)
+	}
+	return d.Generation
+}
+
+// waitRolledOut waits until the operator has changed a Deployment past
+// generation since, its controller has seen the change, every replica
+// runs it and is available, and no pod of an older one is left, not even
+// terminating (a terminating pod may still be answering the load).
+func (e *env) waitRolledOut(ctx context.Context, t *testing.T, name string, since int64, timeout time.Duration) {
 	t.Helper()
 	eventually(ctx, t, timeout, "Deployment "+name+" rolled out", func() error {
 		d, err := e.c.cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
+		}
+		if d.Generation <= since {
+			return fmt.Errorf("generation %d: the operator has not applied the change yet", d.Generation)
 		}
 		if err := rolledOut(d); err != nil {
 			return err
