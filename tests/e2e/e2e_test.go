@@ -73,6 +73,7 @@ func TestE2E(t *testing.T) {
 		{"StrategySwitch", testStrategySwitch},
 		{"Scale", testScale},
 		{"WorkerLoss", testWorkerLoss},
+		{"Rollouts", testRollouts},
 		{"L2Sharing", testL2Sharing},
 		{"RouterTLSAndKeys", testRouterTLSAndKeys},
 		{"Dashboards", testDashboards},

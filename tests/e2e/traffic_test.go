@@ -112,6 +112,7 @@ func longPrompt(seed string) string {
 // (x-session-id), which the session strategy routes by; the others ignore it.
 type load struct {
 	ok, failed atomic.Int64
+	shed       atomic.Int64 // open loop: arrivals not sent, the in-flight bound reached
 	mu         sync.Mutex
 	errs       []string
 	stop       context.CancelFunc
@@ -127,22 +128,27 @@ func startLoad(ctx context.Context, baseURL string, conns int) *load {
 			for i := 0; ctx.Err() == nil; i++ {
 				prompt := fmt.Sprintf("%s Question %d from client %d.", longPrompt(fmt.Sprint(i%4)), i, w)
 				_, err := complete(ctx, cl, prompt, false)
-				switch {
-				case err == nil:
-					l.ok.Add(1)
-				case ctx.Err() != nil: // stopped mid-request: not the system's failure
-				default:
-					l.failed.Add(1)
-					l.mu.Lock()
-					if len(l.errs) < 10 {
-						l.errs = append(l.errs, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
-					}
-					l.mu.Unlock()
-				}
+				l.record(ctx, err)
 			}
 		})
 	}
 	return l
+}
+
+// record counts one request's outcome; ctx is the load's.
+func (l *load) record(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+		l.ok.Add(1)
+	case ctx.Err() != nil: // stopped mid-request: not the system's failure
+	default:
+		l.failed.Add(1)
+		l.mu.Lock()
+		if len(l.errs) < 10 {
+			l.errs = append(l.errs, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
+		}
+		l.mu.Unlock()
+	}
 }
 
 // finish stops the load and fails the test if any request failed or none

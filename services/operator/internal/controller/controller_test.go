@@ -138,12 +138,12 @@ func TestChildren(t *testing.T) {
 	}
 	for _, obj := range []client.Object{&policyv1.PodDisruptionBudget{}, &appsv1.Deployment{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
 		name := "e-router"
-		if _, ok := obj.(*policyv1.PodDisruptionBudget); ok {
-			name = "e-worker"
-		}
 		get(t, c, ns, name, obj)
 		children[fmt.Sprintf("%T/%s", obj, name)] = obj
 	}
+	workerPDB := &policyv1.PodDisruptionBudget{}
+	get(t, c, ns, "e-worker", workerPDB)
+	children["PodDisruptionBudget/e-worker"] = workerPDB
 	for name, obj := range children {
 		ref := metav1.GetControllerOf(obj)
 		if ref == nil || ref.UID != iec.UID || ref.Kind != "InferenceEndpointConfig" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
@@ -164,7 +164,7 @@ func TestChildren(t *testing.T) {
 	rc := router.Spec.Template.Spec.Containers[0]
 	wantArgs := []string{"--listen=0.0.0.0:8080", "--k8s-namespace=" + ns, "--k8s-selector=kubernetes.io/service-name=e-workers",
 		"--k8s-port=http", "--config=/etc/warmpath/router/config.yaml",
-		"--kv-events-endpoint=tcp://{host}:5557", "--kv-events-replay-endpoint=tcp://{host}:5558", "--log-format=json", "--kv-cpu-events=store-only", "--kv-cpu-chunk-tokens=256"}
+		"--kv-events-endpoint=tcp://{host}:5557", "--kv-events-replay-endpoint=tcp://{host}:5558", "--log-format=json", "--drain-delay=5s", "--shutdown-grace=50s", "--kv-cpu-events=store-only", "--kv-cpu-chunk-tokens=256"}
 	if rc.Image != testOptions.RouterImage || strings.Join(rc.Args, " ") != strings.Join(wantArgs, " ") {
 		t.Errorf("router %s %q, want %s %q", rc.Image, rc.Args, testOptions.RouterImage, wantArgs)
 	}
@@ -339,7 +339,7 @@ func TestRoutingToggle(t *testing.T) {
 		return nil
 	})
 	setRouting(false)
-	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}, &policyv1.PodDisruptionBudget{}} {
 		gone(t, c, ns, "r-router", obj)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -28,6 +29,18 @@ const (
 	// RouterConfigKey is the router ConfigMap's key holding its routing
 	// configuration (services/router/internal/config.File).
 	RouterConfigKey = routerConfigFile
+)
+
+// A replaced router pod drains for routerDrainSeconds (readiness fails,
+// each response closes its connection, new connections are still served)
+// while its removal from the endpoint Service reaches kube-proxy and any
+// ingress, then gives requests in flight routerShutdownGraceSeconds. The
+// pod's grace covers both, with a margin for the process to exit before
+// SIGKILL.
+const (
+	routerDrainSeconds         = 5
+	routerShutdownGraceSeconds = 50
+	routerTerminationSeconds   = routerDrainSeconds + routerShutdownGraceSeconds + 5
 )
 
 func routerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name + "-router" }
@@ -69,8 +82,10 @@ func routerConfigYAML(iec *v1alpha1.InferenceEndpointConfig) string {
 		c.PrefixAware = &routerPrefixAware{OffloadCapacityTokens: t}
 	}
 	if l := iec.Spec.Worker.RequestLimits; l != nil {
+		n := int32Or(rs.RouterReplicas, 1)
 		c.RequestLimits = &routerRequestLimits{
-			MaxConcurrentRequests: int(l.MaxConcurrentRequests), MaxQueueSize: int(l.MaxQueueSize), OverflowStatusCode: int(l.OverflowStatusCode),
+			MaxConcurrentRequests: perRouter(l.MaxConcurrentRequests, n), MaxQueueSize: perRouter(l.MaxQueueSize, n),
+			OverflowStatusCode: int(l.OverflowStatusCode),
 		}
 	}
 	b, err := yaml.Marshal(c)
@@ -78,6 +93,21 @@ func routerConfigYAML(iec *v1alpha1.InferenceEndpointConfig) string {
 		panic(err) // plain strings and ints always marshal
 	}
 	return string(b)
+}
+
+// perRouter is one router's share of an endpoint-wide limit among n
+// routers. Dividing needs no state shared between the routers, and the
+// share is rounded down so that together they never admit more than the
+// limit; the cost is that a router is full while others have room (the
+// Service spreads connections, not requests, evenly), and the remainder
+// of the division is never used. A positive limit leaves each router at
+// least 1, so with fewer slots than routers the endpoint admits n; 0
+// (unlimited, or no queue) stays 0.
+func perRouter(limit, n int32) int {
+	if limit <= 0 || n <= 1 {
+		return int(limit)
+	}
+	return int(max(limit/n, 1))
 }
 
 // offloadCapacityTokens is what each worker's LMCache L1 holds, in tokens,
@@ -119,6 +149,8 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig, o Options) []string {
 		fmt.Sprintf("--kv-events-endpoint=tcp://{host}:%d", KVEventsPort),
 		fmt.Sprintf("--kv-events-replay-endpoint=tcp://{host}:%d", KVReplayPort),
 		"--log-format=json",
+		fmt.Sprintf("--drain-delay=%ds", routerDrainSeconds),
+		fmt.Sprintf("--shutdown-grace=%ds", routerShutdownGraceSeconds),
 	}
 	// LMCache (>= 0.4.3, which the KVEventsUsable condition asks for)
 	// announces the chunks it stores in CPU RAM but never their eviction:
@@ -197,6 +229,7 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: routerName(iec)}},
 		}}},
+		TerminationGracePeriodSeconds: ptr.To(int64(routerTerminationSeconds)),
 	}
 	// Secret volumes, not environment variables: the kubelet swaps in a
 	// changed Secret, and the router rereads its files (routerArgs).
@@ -213,12 +246,23 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(int32Or(iec.Spec.IntelligentRoutingSpec.RouterReplicas, 1)),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			// A new router pod is Ready (it has a healthy worker) before
+			// an old one starts draining: a single router is never gone.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(iec, componentRouter)},
 				Spec:       pod,
 			},
 		},
 	}
+}
+
+// routerPDB lets voluntary disruptions (node drains) take one router at a
+// time (disruptionBudget).
+func routerPDB(iec *v1alpha1.InferenceEndpointConfig) *policyv1.PodDisruptionBudget {
+	return disruptionBudget(iec, routerName(iec), componentRouter)
 }
 
 // frontService is the endpoint's stable address, <name>: it selects the

@@ -460,11 +460,21 @@ func workerService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
 }
 
 func workerPDB(iec *v1alpha1.InferenceEndpointConfig) *policyv1.PodDisruptionBudget {
+	return disruptionBudget(iec, workerName(iec), componentWorker)
+}
+
+// disruptionBudget lets voluntary disruptions take one of a component's
+// pods at a time. maxUnavailable 1 fits any replica count, where
+// minAvailable would have to follow it (and minAvailable 1 of 1 blocks a
+// node drain for ever); a pod that is not Ready is evictable regardless
+// (AlwaysAllow), so a crash-looping pod cannot block a drain either.
+func disruptionBudget(iec *v1alpha1.InferenceEndpointConfig, name, component string) *policyv1.PodDisruptionBudget {
 	return &policyv1.PodDisruptionBudget{
-		ObjectMeta: objectMeta(iec, workerName(iec), componentWorker),
+		ObjectMeta: objectMeta(iec, name, component),
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(iec, componentWorker)},
+			MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
+			Selector:                   &metav1.LabelSelector{MatchLabels: selectorLabels(iec, component)},
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 		},
 	}
 }

@@ -144,7 +144,9 @@ func run() error {
 
 	gcPercent := fs.Int("gc-percent", 400, "Go GC target percentage (GOGC); a proxy's live heap is small, so the default 100 collects every few hundred requests and shows in tail latency. Ignored when GOGC is set")
 	pprofAddr := fs.String("pprof-listen", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060); off when empty")
-	grace := fs.Duration("shutdown-grace", 30*time.Second, "time in-flight requests get to finish on SIGTERM")
+	var shutdown app.Stop
+	fs.DurationVar(&shutdown.Drain, "drain-delay", 0, "on SIGTERM, keep accepting this long with /ready failing and every response closing its connection, so load balancers (kube-proxy, an ingress) stop sending new connections first; then stop accepting. In Kubernetes: the time endpoint changes take to reach them (the operator sets 5s)")
+	fs.DurationVar(&shutdown.Grace, "shutdown-grace", 30*time.Second, "once accepting stops, time in-flight requests (streams included) get to finish before their connections are closed")
 	otlp := fs.String("otlp-endpoint", "", "OTLP/HTTP trace collector URL (or OTEL_EXPORTER_OTLP_ENDPOINT)")
 	sample := fs.Float64("trace-sample-ratio", 1, "fraction of root requests traced")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -250,7 +252,7 @@ func run() error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Strategy(), "tls", serverTLS != nil, "api_keys", pc.APIKeys.Enabled())
-	return a.Run(ctx, ln, *grace)
+	return a.Run(ctx, ln, shutdown)
 }
 
 // source builds the one configured discovery source.

@@ -380,7 +380,7 @@ func (a *App) Pool() *pool.Pool { return a.pool }
 // Run discovers workers, watches the configuration and serves on ln until
 // ctx ends; then it stops accepting and lets in-flight requests (streams
 // included) finish for up to grace.
-func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) error {
+func (a *App) Run(ctx context.Context, ln net.Listener, stop Stop) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 3)
@@ -422,14 +422,45 @@ func (a *App) Run(ctx context.Context, ln net.Listener, grace time.Duration) err
 	var err error
 	select {
 	case <-ctx.Done():
+		err = a.drain(stop.Drain, errc)
 	case err = <-errc:
 	}
-	a.server.Shutdown(grace)
+	a.server.Shutdown(stop.Grace)
 	cancel()
 	wg.Wait()
 	a.prober.Wait()
 	a.kvsubs.Wait()
 	return err
+}
+
+// Stop is how Run leaves once its context ends.
+type Stop struct {
+	// Drain is how long the router keeps accepting, its /ready failing
+	// and each response closing its connection, before it stops
+	// accepting: the time load balancers take to stop sending it new
+	// connections (proxy.Server.Drain).
+	Drain time.Duration
+	// Grace is how long requests in flight (streams included) then get to
+	// finish before their connections are closed.
+	Grace time.Duration
+}
+
+// drain fails readiness and keeps serving for d, or until a component
+// fails (errc).
+func (a *App) drain(d time.Duration, errc <-chan error) error {
+	a.server.Drain()
+	a.opts.Log.Info("draining: /ready fails, connections close after their response, then accepting stops", "drain", d)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case err := <-errc:
+		return err
+	}
 }
 
 // followCacheServers keeps the L2 view's cache servers those L2Discovery

@@ -156,8 +156,10 @@ type Server struct {
 	// l2State is the shared L2's state (l2view) for /debug/endpoints.
 	l2State func() any
 
-	connsMu sync.Mutex // guards conns
-	conns   map[net.Conn]struct{}
+	// draining is set by Drain, on SIGTERM.
+	draining atomic.Bool
+	connsMu  sync.Mutex // guards conns
+	conns    map[net.Conn]struct{}
 
 	// panicWarnAt is when panic routing was last logged (unix ns).
 	panicWarnAt atomic.Int64
@@ -268,6 +270,15 @@ func (s *Server) Forget(workerURL string) {
 	}
 }
 
+// Drain marks the server as leaving: /ready answers 503 from now on, and
+// every response, including those of requests already in flight, closes
+// its connection. Load balancers stop sending new connections to a pod
+// only some time after it is told to stop (endpoints controller, then
+// kube-proxy or an ingress); draining first keeps serving what still
+// arrives meanwhile, and moves clients' kept-alive connections to other
+// replicas, so that Shutdown, later, finds few idle connections to cut.
+func (s *Server) Drain() { s.draining.Store(true) }
+
 // Serve accepts connections on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.hs.Serve(ln) }
 
@@ -305,6 +316,12 @@ func (l fastLogger) Printf(format string, args ...any) { l.log.Warn(fmt.Sprintf(
 // serve dispatches a request: proxied routes natively, the rest to gin.
 func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	defer func() {
+		// After the handler: a streamed body's headers are written once
+		// it returns, and a request in flight when draining began closes
+		// its connection too.
+		if s.draining.Load() {
+			ctx.SetConnectionClose()
+		}
 		if r := recover(); r != nil {
 			s.log.Error("handler panicked", "panic", r, "path", string(ctx.Path()))
 			ctx.Response.Reset()
@@ -420,6 +437,10 @@ func (s *Server) authorized(h []byte) bool {
 }
 
 func (s *Server) ready(c *gin.Context) {
+	if s.draining.Load() {
+		writeError(c, openai.Errorf(http.StatusServiceUnavailable, "shutting down"))
+		return
+	}
 	for _, ep := range s.pool.All() {
 		if ep.Available() {
 			c.Status(http.StatusOK)

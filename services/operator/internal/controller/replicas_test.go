@@ -1,0 +1,71 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+	"github.com/warmpath/warmpath/services/operator/internal/controller"
+)
+
+// TestRouterReplicasChangeRedividesLimits: on a live endpoint, scaling the
+// routers rewrites each one's share in the ConfigMap, which the routers
+// reload, and leaves the router pod template alone (no restart).
+func TestRouterReplicasChangeRedividesLimits(t *testing.T) {
+	c := cluster(t)
+	ns := namespace(t, c)
+	iec := minimal(ns, "l")
+	iec.Spec.IntelligentRoutingSpec.Enabled = ptr.To(true)
+	iec.Spec.IntelligentRoutingSpec.RouterReplicas = ptr.To[int32](2)
+	iec.Spec.Worker.RequestLimits = &v1alpha1.RequestLimits{MaxConcurrentRequests: 12, MaxQueueSize: 30}
+	if err := c.Create(context.Background(), iec); err != nil {
+		t.Fatal(err)
+	}
+	waitLimits := func(conc, queue int) {
+		t.Helper()
+		want := fmt.Sprintf("maxConcurrentRequests: %d\n  maxQueueSize: %d\n", conc, queue)
+		eventually(t, "router ConfigMap holds "+want, func() error {
+			var cm corev1.ConfigMap
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "l-router"}, &cm); err != nil {
+				return err
+			}
+			if got := cm.Data[controller.RouterConfigKey]; !strings.Contains(got, want) {
+				return fmt.Errorf("config is %q", got)
+			}
+			return nil
+		})
+	}
+	waitLimits(6, 15)
+	var before appsv1.Deployment
+	get(t, c, ns, "l-router", &before)
+	editSpec(t, c, iec, func(cur *v1alpha1.InferenceEndpointConfig) {
+		cur.Spec.IntelligentRoutingSpec.RouterReplicas = ptr.To[int32](3)
+	})
+	waitLimits(4, 10)
+	var after appsv1.Deployment
+	eventually(t, "router Deployment at 3 replicas", func() error {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "l-router"}, &after); err != nil {
+			return err
+		}
+		if r := ptr.Deref(after.Spec.Replicas, 0); r != 3 {
+			return fmt.Errorf("replicas %d", r)
+		}
+		return nil
+	})
+	if before.Generation+1 != after.Generation {
+		t.Errorf("router Deployment generation %d -> %d, want one change (replicas)", before.Generation, after.Generation)
+	}
+	b, _ := yaml.Marshal(before.Spec.Template)
+	a, _ := yaml.Marshal(after.Spec.Template)
+	if string(a) != string(b) {
+		t.Errorf("the router pod template changed with routerReplicas (a restart):\n%s\nwas:\n%s", a, b)
+	}
+}
