@@ -960,7 +960,8 @@ type InferenceEndpointConfigStatus struct {
 	// +optional
 	ReadyWorkers int32 `json:"readyWorkers"`
 
-	// DesiredWorkers is spec.replicas as last reconciled.
+	// DesiredWorkers is spec.replicas as last reconciled or, with
+	// autoScalingSpec, the count the autoscaler last chose.
 	// +optional
 	DesiredWorkers int32 `json:"desiredWorkers"`
 
