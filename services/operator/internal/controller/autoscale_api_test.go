@@ -166,7 +166,17 @@ func TestAutoscaling(t *testing.T) {
 	editSpec(t, c, iec, func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.AutoScalingSpec.PollingInterval = ptr.To[int32](15) })
 	so := &unstructured.Unstructured{}
 	so.SetGroupVersionKind(controller.ScaledObjectGVK)
-	get(t, c, ns, "as-worker", so)
+	// A reconcile for another cause may write the ScaledObject before
+	// the edit's: wait for the edit.
+	eventually(t, "ScaledObject with pollingInterval 15", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "as-worker"}, so); err != nil {
+			return err
+		}
+		if v, _, _ := unstructured.NestedInt64(so.Object, "spec", "pollingInterval"); v != 15 {
+			return fmt.Errorf("pollingInterval %d", v)
+		}
+		return nil
+	})
 	gone(t, c, ns, "as-worker", &autoscalingv2.HorizontalPodAutoscaler{})
 	autoscalingCond(metav1.ConditionTrue, "KEDAScaledObject")
 	if ref := metav1.GetControllerOf(so); ref == nil || ref.UID != iec.UID {
