@@ -379,7 +379,7 @@ func replicasOwners(d *appsv1.Deployment) ([]string, error) {
 			continue
 		}
 		var fields map[string]map[string]any
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 			return nil, fmt.Errorf("reading the managed fields of Deployment %s: %w", d.Name, err)
 		}
 		if _, ok := fields["f:spec"]["f:replicas"]; ok {

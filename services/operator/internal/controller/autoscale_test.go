@@ -38,7 +38,7 @@ func TestAutoscaleBounds(t *testing.T) {
 
 func TestReplicasOwners(t *testing.T) {
 	entry := func(manager, fields string) metav1.ManagedFieldsEntry {
-		return metav1.ManagedFieldsEntry{Manager: manager, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+		return metav1.ManagedFieldsEntry{Manager: manager, FieldsV1: metav1.NewFieldsV1(fields)}
 	}
 	cases := []struct {
 		name   string
