@@ -42,6 +42,7 @@ const MaxNameLength = 55
 // vLLM+LMCache workers, optionally behind the warmpath router.
 //
 // +kubebuilder:validation:XValidation:rule="self.modelSourceConfig.modelSourceType != 'kubernetesVolume' || has(self.worker.modelVolumeMount)",message="modelSourceConfig.modelSourceType kubernetesVolume needs worker.modelVolumeMount (where the volume is mounted in the worker)"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoScalingSpec) || !has(self.autoScalingSpec.targets) || !has(self.autoScalingSpec.targets.routerTTFTMilliseconds) || (has(self.intelligentRoutingSpec.enabled) && self.intelligentRoutingSpec.enabled)",message="autoScalingSpec.targets.routerTTFTMilliseconds needs intelligentRoutingSpec.enabled: the router measures the TTFT it targets"
 // +kubebuilder:validation:XValidation:rule="!has(self.instanceType) || !has(self.worker.scheduling) || !has(self.worker.scheduling.nodeSelector) || !('node.kubernetes.io/instance-type' in self.worker.scheduling.nodeSelector) || self.worker.scheduling.nodeSelector['node.kubernetes.io/instance-type'] == self.instanceType",message="instanceType and worker.scheduling.nodeSelector name different node.kubernetes.io/instance-type values: set one of them"
 type InferenceEndpointConfigSpec struct {
 	// ModelName is the name clients send as "model".
@@ -54,6 +55,15 @@ type InferenceEndpointConfigSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// AutoScalingSpec scales the workers on load, as the managed offering's
+	// field of the same name does: a KEDA ScaledObject where KEDA's CRDs are
+	// installed, an autoscaling/v2 HorizontalPodAutoscaler otherwise. While
+	// it is set the operator does not set the worker Deployment's replicas
+	// (the autoscaler does) and spec.replicas is not applied; removing it
+	// hands the count back to spec.replicas.
+	// +optional
+	AutoScalingSpec *AutoScalingSpec `json:"autoScalingSpec,omitempty"`
 
 	// InstanceType is the node instance type the workers run on, as the
 	// managed offering names it (e.g. ml.g5.8xlarge, or a cloud's
@@ -116,6 +126,188 @@ type InferenceEndpointConfigSpec struct {
 	// inference.warmpath.io/simulate: "true" does the same.
 	// +optional
 	Simulate bool `json:"simulate,omitempty"`
+}
+
+// AutoScalingSpec scales the workers. Field names are the managed
+// offering's (minReplicaCount ... scaleUpStabilizationTime,
+// prometheusTrigger); scaleToZero, prometheusServerAddress and targets are
+// warmpath additions. Its cloudWatchTrigger is cloud-only and not accepted.
+//
+// +kubebuilder:validation:XValidation:rule="self.minReplicaCount <= self.maxReplicaCount",message="autoScalingSpec.minReplicaCount must not exceed maxReplicaCount"
+// +kubebuilder:validation:XValidation:rule="self.minReplicaCount >= 1 || (has(self.scaleToZero) && self.scaleToZero)",message="autoScalingSpec.minReplicaCount 0 needs scaleToZero: true (scale to zero is off by default: the first request after it waits for a worker to start and load the model)"
+// +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.prometheusTrigger)",message="autoScalingSpec needs something to scale on: targets (waitingRequestsPerWorker, kvCacheUsagePercent, routerTTFTMilliseconds) or prometheusTrigger"
+type AutoScalingSpec struct {
+	// MinReplicaCount is the fewest workers the autoscaler keeps; 0 only
+	// with scaleToZero.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MinReplicaCount *int32 `json:"minReplicaCount,omitempty"`
+
+	// MaxReplicaCount is the most workers the autoscaler starts.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxReplicaCount *int32 `json:"maxReplicaCount,omitempty"`
+
+	// PollingInterval is how often KEDA evaluates the triggers, in
+	// seconds (KEDA only; an HPA follows its controller's sync period,
+	// 15 s by default).
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	PollingInterval *int32 `json:"pollingInterval,omitempty"`
+
+	// InitialCooldownPeriod delays KEDA's first scale to zero after the
+	// ScaledObject is created, in seconds (KEDA, scaleToZero only).
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	InitialCooldownPeriod *int32 `json:"initialCooldownPeriod,omitempty"`
+
+	// CooldownPeriod is how long KEDA waits after the last active trigger
+	// before scaling to zero, in seconds (KEDA, scaleToZero only).
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	CooldownPeriod *int32 `json:"cooldownPeriod,omitempty"`
+
+	// ScaleDownStabilizationTime is the HPA's scale-down stabilisation
+	// window, in seconds: the highest recommendation within it wins, so a
+	// short lull does not remove a worker (and its cache).
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	ScaleDownStabilizationTime *int32 `json:"scaleDownStabilizationTime,omitempty"`
+
+	// ScaleUpStabilizationTime is the HPA's scale-up stabilisation window,
+	// in seconds.
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	ScaleUpStabilizationTime *int32 `json:"scaleUpStabilizationTime,omitempty"`
+
+	// ScaleToZero lets minReplicaCount be 0. Only KEDA scales to zero; an
+	// HPA keeps at least one worker. A warmpath addition, off by default.
+	// +optional
+	ScaleToZero bool `json:"scaleToZero,omitempty"`
+
+	// PrometheusServerAddress is the Prometheus KEDA queries for targets
+	// (and for a prometheusTrigger without its own serverAddress), e.g.
+	// http://prometheus-operated.monitoring.svc:9090. A warmpath addition;
+	// the HPA path reads metrics through a metrics adapter instead and
+	// does not use it.
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	PrometheusServerAddress string `json:"prometheusServerAddress,omitempty"`
+
+	// Targets are the load signals to scale on, each a target the
+	// autoscaler keeps the measured value at; with several, the one
+	// asking for the most workers wins. A warmpath addition.
+	// +optional
+	Targets *AutoScalingTargets `json:"targets,omitempty"`
+
+	// PrometheusTrigger scales on a PromQL query of your own, as the
+	// managed offering's trigger of that name.
+	// +optional
+	PrometheusTrigger *PrometheusTrigger `json:"prometheusTrigger,omitempty"`
+}
+
+// AutoScalingTargets are load signals with the metric names vLLM and the
+// router publish.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.waitingRequestsPerWorker) || has(self.kvCacheUsagePercent) || has(self.routerTTFTMilliseconds)",message="targets needs at least one of waitingRequestsPerWorker, kvCacheUsagePercent, routerTTFTMilliseconds"
+type AutoScalingTargets struct {
+	// WaitingRequestsPerWorker is the target of vLLM's
+	// vllm:num_requests_waiting (requests queued, not yet scheduled)
+	// averaged over the workers.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +optional
+	WaitingRequestsPerWorker *int32 `json:"waitingRequestsPerWorker,omitempty"`
+
+	// KVCacheUsagePercent is the target of vLLM's vllm:kv_cache_usage_perc
+	// (the GPU KV cache's used fraction) averaged over the workers, in
+	// percent.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	KVCacheUsagePercent *int32 `json:"kvCacheUsagePercent,omitempty"`
+
+	// RouterTTFTMilliseconds is the target of the 90th percentile of the
+	// router's time to first token (warmpath_router_ttft_seconds) over the
+	// last 2 minutes, in milliseconds. Needs the router.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=600000
+	// +optional
+	RouterTTFTMilliseconds *int32 `json:"routerTTFTMilliseconds,omitempty"`
+}
+
+// Prometheus trigger metric types, the managed offering's names: Average
+// divides the query's value by the workers (HPA AverageValue), Value
+// compares it whole (HPA Value).
+const (
+	MetricTypeAverage = "Average"
+	MetricTypeValue   = "Value"
+)
+
+// PrometheusTrigger is a PromQL query to scale on.
+type PrometheusTrigger struct {
+	// Name names the trigger; on the HPA path it is the External metric
+	// name a metrics adapter must serve (default prometheus_trigger).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_:.-]*$`
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// ServerAddress is the Prometheus to query (KEDA only); default
+	// autoScalingSpec.prometheusServerAddress.
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	ServerAddress string `json:"serverAddress,omitempty"`
+
+	// Query is the PromQL query (KEDA only: on the HPA path the metrics
+	// adapter's rule for Name holds the query).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+
+	// TargetValue is the value to keep the query at.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	TargetValue float64 `json:"targetValue"`
+
+	// MetricType is Average (the value divided by the workers, the
+	// default) or Value (the value as it is).
+	// +kubebuilder:default=Average
+	// +kubebuilder:validation:Enum=Average;Value
+	// +optional
+	MetricType string `json:"metricType,omitempty"`
+
+	// Namespace is KEDA's namespace parameter for multi-tenant
+	// Prometheus back ends (Cortex, Thanos); not a Kubernetes namespace.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// CustomHeaders are extra request headers for the query,
+	// "name1=value1,name2=value2" (KEDA only).
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	CustomHeaders string `json:"customHeaders,omitempty"`
+
+	// UseCachedMetrics lets KEDA answer the HPA from the value read at
+	// the last polling interval instead of querying again (KEDA only).
+	// +optional
+	UseCachedMetrics *bool `json:"useCachedMetrics,omitempty"`
 }
 
 // TracingSpec is where traces go and how many.
@@ -725,6 +917,11 @@ const (
 	// Only endpoints with httpRoute have it, and it does not count towards
 	// Ready: the endpoint serves in the cluster either way.
 	ConditionHTTPRouteReady = "HTTPRouteReady"
+	// ConditionAutoscalingReady says which autoscaler the operator wrote
+	// for autoScalingSpec (a KEDA ScaledObject or an HPA) and the metrics
+	// pipeline it needs; False when it could write none. Only endpoints
+	// with autoScalingSpec have it, and it does not count towards Ready.
+	ConditionAutoscalingReady = "AutoscalingReady"
 )
 
 // InstanceTypeLabel is the well-known node label spec.instanceType
@@ -739,7 +936,8 @@ type InferenceEndpointConfigStatus struct {
 
 	// Conditions: WorkersReady, WorkersScheduled, RouterReady, CacheReady,
 	// KVEventsUsable (kvaware only), Ready, ServiceMonitorReady,
-	// HTTPRouteReady (with intelligentRoutingSpec.httpRoute only).
+	// HTTPRouteReady (with intelligentRoutingSpec.httpRoute only),
+	// AutoscalingReady (with autoScalingSpec only).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -762,13 +960,25 @@ type InferenceEndpointConfigStatus struct {
 	// +optional
 	ReadyWorkers int32 `json:"readyWorkers"`
 
-	// DesiredWorkers is spec.replicas as last reconciled.
+	// DesiredWorkers is spec.replicas as last reconciled or, with
+	// autoScalingSpec, the count the autoscaler last chose.
 	// +optional
 	DesiredWorkers int32 `json:"desiredWorkers"`
 
 	// Workers is "ready/desired", for kubectl.
 	// +optional
 	Workers string `json:"workers,omitempty"`
+
+	// Replicas is the worker Deployment's current number of pods, the
+	// scale subresource's status (kubectl scale, autoscalers).
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// Selector is the worker pods' label selector, for the scale
+	// subresource: an autoscaler targeting the endpoint reads the
+	// workers' pod metrics through it.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 }
 
 // InferenceEndpointConfig is a model served by vLLM+LMCache workers with
@@ -776,6 +986,7 @@ type InferenceEndpointConfigStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=iec;iecs,categories=warmpath
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.intelligentRoutingSpec.routingStrategy`
 // +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`,description="ready/desired workers"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -61,6 +62,8 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=keda.sh,resources=scaledobjects,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // Leader election records its events ("became leader") through client-go's
 // core/v1 recorder, which controller-runtime still uses for the Lease
@@ -86,6 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&rbacv1.RoleBinding{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
 		Owns(&networkingv1.Ingress{}).
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(endpointOfPod), builder.WithPredicates(schedulingChanged())).
 		Named("inferenceendpointconfig").
 		Complete(r)
@@ -133,10 +137,24 @@ type childConditions struct {
 	monitor metav1.Condition
 	// httpRoute is nil when the spec has no httpRoute.
 	httpRoute *metav1.Condition
+	// autoscaler is nil when the spec has no autoScalingSpec.
+	autoscaler *metav1.Condition
 }
 
 func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceEndpointConfig) (childConditions, error) {
 	var conds childConditions
+	// While an autoscaler owns the worker count, the operator's apply
+	// leaves replicas out; see handOverReplicas.
+	var keda bool
+	if autoscaling(iec) != nil {
+		var err error
+		if keda, err = r.kindInstalled(ScaledObjectGVK.GroupKind(), ScaledObjectGVK.Version); err != nil {
+			return conds, err
+		}
+		if err := r.handOverReplicas(ctx, iec, keda); err != nil {
+			return conds, err
+		}
+	}
 	desired := []client.Object{workerService(iec), workerDeployment(iec, r.Options), workerPDB(iec), frontService(iec)}
 	var unwanted []client.Object
 	if iec.Spec.KVCacheSpec.CacheConfigFile != "" {
@@ -160,9 +178,15 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 			return conds, err
 		}
 	}
+	if autoscaling(iec) != nil && apierrors.IsNotFound(workersErr) {
+		// Created without replicas: start at the autoscaler's minimum.
+		if err := r.handOverReplicas(ctx, iec, keda); err != nil {
+			return conds, err
+		}
+	}
 	if apierrors.IsNotFound(workersErr) {
-		r.Recorder.Eventf(iec, nil, corev1.EventTypeNormal, "Created", "Create", "created workers %s (%d replicas), routing enabled: %v",
-			workerName(iec), int32Or(iec.Spec.Replicas, 1), routingEnabled(iec))
+		r.Recorder.Eventf(iec, nil, corev1.EventTypeNormal, "Created", "Create", "created workers %s (%s), routing enabled: %v",
+			workerName(iec), replicasNote(iec), routingEnabled(iec))
 	}
 	if routingEnabled(iec) && routerCfgErr == nil && oldRouterCfg.Data[RouterConfigKey] != routerConfigYAML(iec) {
 		r.Recorder.Eventf(iec, nil, corev1.EventTypeNormal, "RouterConfigChanged", "Update",
@@ -173,6 +197,9 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 		return conds, err
 	}
 	if conds.httpRoute, err = r.applyExposure(ctx, iec, &unwanted); err != nil {
+		return conds, err
+	}
+	if conds.autoscaler, err = r.applyAutoscaler(ctx, iec, keda, &unwanted); err != nil {
 		return conds, err
 	}
 	for _, obj := range unwanted {
@@ -304,3 +331,11 @@ func (r *Reconciler) deleteOwned(ctx context.Context, iec *v1alpha1.InferenceEnd
 }
 
 func ptrUID(u types.UID) *types.UID { return &u }
+
+// uncached reads from the API server, for what must not be stale.
+func (r *Reconciler) uncached() client.Reader {
+	if r.APIReader == nil {
+		return r.Client
+	}
+	return r.APIReader
+}

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	labelsel "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
@@ -26,12 +28,19 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: iec.Namespace, Name: workerName(iec)}, &workers); err != nil {
 		return fmt.Errorf("reading the worker Deployment: %w", err)
 	}
+	zero := "spec.replicas is 0"
+	if autoscaling(iec) != nil {
+		// The autoscaler's choice, not the spec's.
+		desired, zero = ptr.Deref(workers.Spec.Replicas, 1), "the autoscaler scaled the workers to zero"
+	}
 	st.DesiredWorkers, st.ReadyWorkers = desired, workers.Status.ReadyReplicas
 	st.Workers = fmt.Sprintf("%d/%d", st.ReadyWorkers, desired)
+	st.Replicas = workers.Status.Replicas
+	st.Selector = labelsel.SelectorFromSet(selectorLabels(iec, componentWorker)).String()
 	wc := metav1.Condition{Type: v1alpha1.ConditionWorkersReady, ObservedGeneration: gen}
 	switch {
 	case desired == 0:
-		wc.Status, wc.Reason, wc.Message = metav1.ConditionTrue, "ScaledToZero", "spec.replicas is 0"
+		wc.Status, wc.Reason, wc.Message = metav1.ConditionTrue, "ScaledToZero", zero
 	case deploymentDone(&workers, desired):
 		wc.Status, wc.Reason, wc.Message = metav1.ConditionTrue, "WorkersAvailable", fmt.Sprintf("%d/%d workers ready", st.ReadyWorkers, desired)
 	default:
@@ -78,6 +87,11 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	meta.SetStatusCondition(&st.Conditions, r.cacheCondition(ctx, iec))
 	meta.SetStatusCondition(&st.Conditions, conds.monitor)
 	setHTTPRouteCondition(iec, conds.httpRoute)
+	if conds.autoscaler != nil {
+		meta.SetStatusCondition(&st.Conditions, *conds.autoscaler)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionAutoscalingReady)
+	}
 	r.setKVEventsCondition(iec)
 
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, Status: metav1.ConditionTrue, Reason: "EndpointReady"}
@@ -181,12 +195,8 @@ func (r *Reconciler) cacheServerReady(ctx context.Context, c *metav1.Condition) 
 	if !ok {
 		ns, name = "", r.Options.CacheServerDaemonSet
 	}
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
 	var ds appsv1.DaemonSet
-	err := reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds)
+	err := r.uncached().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &ds)
 	switch {
 	case err != nil:
 		c.Status, c.Reason = metav1.ConditionFalse, "CacheServerMissing"

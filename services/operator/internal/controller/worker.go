@@ -428,7 +428,7 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 	return &appsv1.Deployment{
 		ObjectMeta: objectMeta(iec, workerName(iec), componentWorker),
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(int32Or(iec.Spec.Replicas, 1)),
+			Replicas: workerReplicas(iec),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
@@ -436,6 +436,25 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			},
 		},
 	}
+}
+
+// workerReplicas is the worker Deployment's replicas as the operator
+// applies it: spec.replicas, or nothing while an autoscaler owns the count
+// (an apply naming the field would take it back).
+func workerReplicas(iec *v1alpha1.InferenceEndpointConfig) *int32 {
+	if autoscaling(iec) != nil {
+		return nil
+	}
+	return ptr.To(int32Or(iec.Spec.Replicas, 1))
+}
+
+// replicasNote says who sets the worker count, for events.
+func replicasNote(iec *v1alpha1.InferenceEndpointConfig) string {
+	if as := autoscaling(iec); as != nil {
+		lo, hi := int32Or(as.MinReplicaCount, 1), int32Or(as.MaxReplicaCount, 5)
+		return fmt.Sprintf("%d-%d replicas, autoscaled", lo, hi)
+	}
+	return fmt.Sprintf("%d replicas", int32Or(iec.Spec.Replicas, 1))
 }
 
 func workerService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {

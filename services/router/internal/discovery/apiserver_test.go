@@ -191,6 +191,18 @@ func TestKubernetesEndpointSlices(t *testing.T) {
 			},
 			want: targets("http://10.0.2.1:8000 x"),
 		},
+		{
+			// What the EndpointSlice controller writes for a pod being
+			// deleted (a scale-down): still serving through its preStop,
+			// but terminating, so it must get no new requests.
+			name: "endpoint of a pod being deleted leaves",
+			change: func(t *testing.T) {
+				api.update(t, "other", func(s *discoveryv1.EndpointSlice) {
+					s.Endpoints[0].Conditions = discoveryv1.EndpointConditions{Ready: no, Serving: yes, Terminating: yes}
+				})
+			},
+			want: targets(),
+		},
 	}
 	rec := startKubernetes(t, cfg, ns, nil)
 	for _, st := range steps {

@@ -124,7 +124,14 @@ func (s *Server) choose(x *exchange) (choice, error) {
 			return choice{}, pickError{err}
 		}
 		ep := s.pool.Get(dec.Endpoint)
-		if ep == nil { // removed since the snapshot
+		if ep == nil {
+			// Removed since the snapshot (a scale-down): the pool's
+			// OnRemove may have made the strategy forget the worker
+			// before this pick taught it about it again, so forget it
+			// once more, or the knowledge outlives the worker.
+			if f, ok := x.routing.Strategy.(strategy.Forgetter); ok {
+				f.Forget(dec.Endpoint)
+			}
 			x.excluded[dec.Endpoint] = true
 			continue
 		}
