@@ -22,7 +22,6 @@ type Row struct {
 	Strategy    string  `json:"strategy"`
 	Cache       string  `json:"cache"`
 	Outcome     Outcome `json:"outcome,omitempty"`
-	NotModelled string  `json:"not_modelled,omitempty"`
 	Factor      float64 `json:"factor"`
 	GoodputRPS  float64 `json:"goodput_rps"`
 	OutputTokS  float64 `json:"output_tok_s"`
@@ -57,7 +56,7 @@ func Rows(curves []Curve, price Price, base Baselines) []Row {
 	}
 	baseline := map[key]Row{}
 	for i, c := range curves {
-		r := Row{Workload: c.Workload, Workers: c.Workers, SLOms: c.SLOms, Strategy: c.Strategy, Cache: c.Cache, NotModelled: c.NotModelled}
+		r := Row{Workload: c.Workload, Workers: c.Workers, SLOms: c.SLOms, Strategy: c.Strategy, Cache: c.Cache}
 		if c.Search != nil {
 			r.Outcome = c.Search.Outcome
 			if c.Search.Outcome == Unattainable && len(c.Search.Probes) > 0 {
@@ -126,7 +125,7 @@ func CheckGoal(rows []Row, workload string, workers int, slo float64, target flo
 		if r.Strategy == base.Strategy && r.Cache == base.GPU {
 			g.BaseRPS = r.GoodputRPS
 		}
-		if r.Strategy == base.Strategy || r.NotModelled != "" {
+		if r.Strategy == base.Strategy {
 			continue
 		}
 		if best == nil || r.GoodputRPS > best.GoodputRPS {
@@ -157,10 +156,6 @@ func Markdown(w io.Writer, rows []Row) error {
 	b.WriteString("| workload | workers | SLO | strategy / cache | outcome | goodput (req/s) | output tok/s | TTFT p90 | GPU-s / 1K tok | $ / 1K tok | vs rr GPU | vs rr L1 |\n")
 	b.WriteString("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		if r.NotModelled != "" {
-			fmt.Fprintf(&b, "| %s | %d | %.0f ms | %s / %s | not modelled | – | – | – | – | – | – | – |\n", r.Workload, r.Workers, r.SLOms, r.Strategy, r.Cache)
-			continue
-		}
 		outcome := string(r.Outcome)
 		if r.Outcome == Unattainable {
 			outcome = fmt.Sprintf("unattainable (p90 %.0f ms at the lowest load)", r.UnloadedP90Floor)
