@@ -196,8 +196,8 @@ bench-router-scale: ## the live router's CPU per request, idle CPU, RSS and Go h
 	$(GO) run ./tools/cmd/bench-router-scale
 
 .PHONY: bench
-bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing bench-routing-shapes bench-router-scale bench-capacity ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
-	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md
+bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing bench-routing-shapes bench-router-scale bench-capacity ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json and the README's capacity table from capacity.json
+	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md --readme README.md
 
 .PHONY: images
 images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/

@@ -175,3 +175,54 @@ func versus(x, cost *float64) string {
 	}
 	return fmt.Sprintf("%.2fx, %+.0f%% cost", *x, *cost)
 }
+
+// Markers delimit the README's capacity table, which `make bench`
+// rewrites from bench/results/capacity.json.
+const (
+	HeadlineBegin = "<!-- capacity:begin (generated from bench/results/capacity.json by `make bench`) -->"
+	HeadlineEnd   = "<!-- capacity:end -->"
+)
+
+// Headline writes one line per workload, fleet size and SLO: round robin
+// on GPU only, the configuration with the most goodput, and what that
+// does to the cost of a thousand output tokens.
+func Headline(w io.Writer, rows []Row, base Baselines) error {
+	var b strings.Builder
+	b.WriteString("| workload | workers | TTFT p90 SLO | round robin, GPU only | best configuration | its goodput | its TTFT p90 | $ per 1M output tokens | goodput vs round robin | cost vs round robin |\n")
+	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	type key struct {
+		workload string
+		workers  int
+		slo      float64
+	}
+	var order []key
+	best, baseline := map[key]Row{}, map[key]Row{}
+	for _, r := range rows {
+		k := key{r.Workload, r.Workers, r.SLOms}
+		if _, ok := best[k]; !ok {
+			order = append(order, k)
+			best[k] = r
+		}
+		if r.GoodputRPS > best[k].GoodputRPS {
+			best[k] = r
+		}
+		if r.Strategy == base.Strategy && r.Cache == base.GPU {
+			baseline[k] = r
+		}
+	}
+	for _, k := range order {
+		r, rr := best[k], baseline[k]
+		rrText := fmt.Sprintf("%.2f req/s", rr.GoodputRPS)
+		if rr.GoodputRPS == 0 {
+			rrText = "meets no load"
+		}
+		x, cost := "unbounded", "–"
+		if r.GoodputXvsRRGPU != nil {
+			x, cost = fmt.Sprintf("%.2f×", *r.GoodputXvsRRGPU), fmt.Sprintf("%+.0f%%", *r.CostPctvsRRGPU)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f ms | %s | %s / %s | %.2f req/s (%.0f tok/s) | %.0f ms | $%.2f | %s | %s |\n",
+			k.workload, k.workers, k.slo, rrText, r.Strategy, r.Cache, r.GoodputRPS, r.OutputTokS, r.TTFTP90ms, 1000*r.USDPer1K, x, cost)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

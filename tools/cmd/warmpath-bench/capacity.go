@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -24,6 +25,10 @@ const (
 	h100Price       = 3.78
 	h100PriceSource = "Lambda on-demand 1x H100 SXM, $3.78/GPU-hour, https://lambda.ai/pricing (as listed 2026-05-07)"
 )
+
+// capacityBaselines are the rows every row is compared with: round robin
+// without L1 (the managed offering's "no optimisation") and with it.
+var capacityBaselines = capacity.Baselines{Strategy: strategy.NameRoundRobin, GPU: "GPU", WithL1: "GPU+L1"}
 
 // capacityFlags are the capacity command's knobs.
 type capacityFlags struct {
@@ -153,7 +158,7 @@ func runCapacity(args []string) error {
 	if err != nil {
 		return err
 	}
-	base := capacity.Baselines{Strategy: strategy.NameRoundRobin, GPU: "GPU", WithL1: "GPU+L1"}
+	base := capacityBaselines
 	price := capacity.Price{USDPerGPUHour: f.price, Source: f.priceSource}
 	rows := capacity.Rows(curves, price, base)
 	goal := capacity.CheckGoal(rows, wls[0].Name, wls[0].Workers, float64(f.traceSLO.Milliseconds()), f.goal, base)
@@ -183,4 +188,24 @@ func relPaths(ps []string) []string {
 		out[i] = filepath.ToSlash(p)
 	}
 	return out
+}
+
+// updateCapacityHeadline rewrites readme's capacity table from the rows of
+// the capacity results at path.
+func updateCapacityHeadline(path, readme string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("capacity headline: %w", err)
+	}
+	var res struct {
+		Rows []capacity.Row `json:"rows"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("capacity headline: %s: %w", path, err)
+	}
+	var b strings.Builder
+	if err := capacity.Headline(&b, res.Rows, capacityBaselines); err != nil {
+		return err
+	}
+	return report.UpdateSection(readme, capacity.HeadlineBegin, capacity.HeadlineEnd, "## Capacity and cost", b.String())
 }

@@ -207,6 +207,7 @@ func runResults(args []string) error {
 	fs := flag.NewFlagSet("results", flag.ContinueOnError)
 	dir := fs.String("dir", "bench/results", "directory of benchmark JSON")
 	doc := fs.String("doc", "docs/benchmarks.md", "page whose generated results section is rewritten")
+	readme := fs.String("readme", "", "page whose capacity table is rewritten from <dir>/capacity.json (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -214,7 +215,13 @@ func runResults(args []string) error {
 	if err != nil {
 		return err
 	}
-	return report.UpdateDoc(*doc, md)
+	if err := report.UpdateDoc(*doc, md); err != nil {
+		return err
+	}
+	if *readme == "" {
+		return nil
+	}
+	return updateCapacityHeadline(filepath.Join(*dir, "capacity.json"), *readme)
 }
 
 func runDES(args []string) error {
