@@ -113,7 +113,7 @@ func measure(ctx context.Context, c Config, fleet *routerbench.Fleet, n int, str
 		return Row{}, fmt.Errorf("routerscale: %w", err)
 	}
 	p, err := routerbench.StartRouter(ctx, routerbench.RouterConfig{Bin: c.RouterBin, Strategy: strategy, Args: c.StrategyArgs[strategy],
-		Workers: fleet.URLs(), Dir: dir, ReadyTimeout: time.Minute})
+		Workers: fleet.URLs(), Dir: dir, ReadyTimeout: 3 * time.Minute})
 	if err != nil {
 		return Row{}, err
 	}
