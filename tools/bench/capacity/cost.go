@@ -203,7 +203,9 @@ func Headline(w io.Writer, rows []Row, base Baselines) error {
 			order = append(order, k)
 			best[k] = r
 		}
-		if r.GoodputRPS > best[k].GoodputRPS {
+		// A search's goodput is quantised to its probes, so configurations
+		// tie often; the one with the lower TTFT p90 there is ahead.
+		if b := best[k]; r.GoodputRPS > b.GoodputRPS || (r.GoodputRPS == b.GoodputRPS && r.TTFTP90ms < b.TTFTP90ms) {
 			best[k] = r
 		}
 		if r.Strategy == base.Strategy && r.Cache == base.GPU {
