@@ -179,17 +179,27 @@ bench-routing-shapes: ## des mode on each generated workload shape, every strate
 		$(GO) run ./tools/cmd/warmpath-bench des --workload $$shape --workers 8 --l1-gb $(ROUTING_L1_GB); \
 	done
 
-# bench-capacity replays the trace's first CAPACITY_TRACE_MAX requests (the
-# whole trace takes about twice as long per run; docs/benchmarks.md).
-CAPACITY_TRACE_MAX ?= 2000
+# bench-capacity replays the trace's first CAPACITY_TRACE_MAX requests, half
+# the chat's users and half the long documents, and bounds each search to
+# CAPACITY_MAX_PROBES runs (3 at 128 workers): 45 curves of up to 4 des runs
+# each on 2 shared cores (docs/benchmarks.md). CAPACITY_FLAGS= runs the
+# command's fuller defaults. GPU+L1+L2 shares a CAPACITY_L2_GB L2.
+CAPACITY_TRACE_MAX ?= 1000
+CAPACITY_MAX_PROBES ?= 4
+CAPACITY_L2_GB ?= 1000
+CAPACITY_FLAGS ?= --big-max-probes 3 --chat-users 1000 --doc-docs 128
 
 .PHONY: bench-capacity
-bench-capacity: ## goodput (req/s at TTFT p90 <= SLO, queue not growing) and cost per 1K tokens per strategy x cache, des mode: trace at 8 and 32 workers, chat at 8 -> bench/results/capacity.json, docs/img/capacity_*.png
-	$(GO) run ./tools/cmd/warmpath-bench capacity --l1-gb $(ROUTING_L1_GB) --trace-max $(CAPACITY_TRACE_MAX) $(if $(TRACE),--trace $(TRACE))
+bench-capacity: bench-router-scale ## goodput (req/s at TTFT p90 <= SLO, queue not growing) and cost per 1K tokens per strategy x cache (GPU, +L1, +L1+L2), des mode: trace at 8, 32, 128 workers, chat and long documents at 8 -> bench/results/capacity.json, docs/img/capacity_*.png; then bench-router-scale
+	$(GO) run ./tools/cmd/warmpath-bench capacity --l1-gb $(ROUTING_L1_GB) --l2-gb $(CAPACITY_L2_GB) --trace-max $(CAPACITY_TRACE_MAX) --max-probes $(CAPACITY_MAX_PROBES) $(CAPACITY_FLAGS) $(if $(TRACE),--trace $(TRACE))
+
+.PHONY: bench-router-scale
+bench-router-scale: ## the live router's CPU per request, idle CPU, RSS and Go heap in front of 8, 32, 128 fake workers, per strategy beside round robin -> bench/results/router_scale.json
+	$(GO) run ./tools/cmd/bench-router-scale
 
 .PHONY: bench
-bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing bench-routing-shapes bench-capacity ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json
-	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md
+bench: bench-router bench-index bench-l2 bench-cacheserver-memory bench-routing bench-routing-shapes bench-router-scale bench-capacity ## every benchmark, then docs/benchmarks.md's results section from bench/results/*.json and the README's capacity table from capacity.json
+	$(GO) run ./tools/cmd/warmpath-bench results --dir bench/results --doc docs/benchmarks.md --readme README.md
 
 .PHONY: images
 images: build ## FROM-scratch image warmpath/<name>:dev for every binary in bin/

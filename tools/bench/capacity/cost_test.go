@@ -59,3 +59,35 @@ func TestRowsAndGoal(t *testing.T) {
 		t.Fatalf("%+v", rows[1])
 	}
 }
+
+func TestHeadline(t *testing.T) {
+	base := Baselines{Strategy: "roundrobin", GPU: "GPU", WithL1: "GPU+L1"}
+	for _, tc := range []struct {
+		name   string
+		curves []Curve
+		want   []string // in the line of the one group
+	}{
+		{"warmpath doubles goodput", []Curve{
+			curve("roundrobin", "GPU", 2, 10, Bracketed), curve("kvaware", "GPU+L1+L2", 4, 5, Bracketed), curve("kvaware", "GPU", 3, 6.6, Bracketed),
+		}, []string{"| 2.00 req/s |", "kvaware / GPU+L1+L2", "4.00 req/s", "2.00×", "-50%"}},
+		{"round robin meets no load", []Curve{
+			curve("roundrobin", "GPU", 0, 0, Unattainable), curve("prefixaware", "GPU+L1", 1, 20, Bracketed),
+		}, []string{"meets no load", "prefixaware / GPU+L1", "unbounded"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := Headline(&b, Rows(tc.curves, Price{USDPerGPUHour: 3.6}, base), base); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+			if len(lines) != 3 {
+				t.Fatalf("%d lines, want a header, a rule and one group:\n%s", len(lines), b.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(lines[2], w) {
+					t.Errorf("%q lacks %q", lines[2], w)
+				}
+			}
+		})
+	}
+}

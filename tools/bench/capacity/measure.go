@@ -22,7 +22,11 @@ type Probe struct {
 	// highest passing factor, the goodput.
 	OfferedRPS float64 `json:"offered_rps"`
 	TTFTP90ms  float64 `json:"ttft_p90_ms"`
-	Queue      Growth  `json:"queue"`
+	// WithinSLORPS counts only the requests whose own TTFT met the SLO,
+	// over the same span: it follows the offered load while the fleet
+	// keeps up and falls away past its capacity, the shape the plots draw.
+	WithinSLORPS float64 `json:"within_slo_rps"`
+	Queue        Growth  `json:"queue"`
 	// Rejected are prompts over the model length, refused as vLLM
 	// refuses them; left out of every figure.
 	Rejected int `json:"rejected"`
@@ -113,6 +117,8 @@ func Measure(recs []des.Record, workers int, slo SLO) Probe {
 	if span := lastArrival - first; span > 0 {
 		p.OfferedRPS = round(float64(len(ttfts)) / span)
 		p.OutputTokS = round(float64(tokens) / span)
+		within, _ := slices.BinarySearch(ttfts, slo.TTFTP90+1)
+		p.WithinSLORPS = round(float64(within) / span)
 		if tokens > 0 {
 			p.GPUSecondsPer1K = round(float64(workers) * span / float64(tokens) * 1000)
 		}

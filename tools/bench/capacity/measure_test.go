@@ -65,20 +65,22 @@ func TestQueueGrowthOrdersByArrivalAndSkipsRejected(t *testing.T) {
 func TestMeasure(t *testing.T) {
 	slo := SLO{TTFTP90: 500 * time.Millisecond, QueueGrowth: 250 * time.Millisecond}
 	for _, tc := range []struct {
-		name  string
-		delay func(i int) float64
-		pass  bool
-		p90   float64
+		name   string
+		delay  func(i int) float64
+		pass   bool
+		p90    float64
+		within float64 // req/s whose own TTFT met the SLO, over 9 s of arrivals
 	}{
-		{"fast", func(int) float64 { return 0 }, true, 100},
-		{"slow but steady", func(int) float64 { return 0.5 }, false, 600},
+		{"fast", func(int) float64 { return 0 }, true, 100, 1.11},
+		{"slow but steady", func(int) float64 { return 0.5 }, false, 600, 0},
 		// Thirds of 3 requests: the queue grows 70 ms, under the limit.
-		{"slowly growing queue", func(i int) float64 { return float64(i) / 100 }, true, 180},
+		{"slowly growing queue", func(i int) float64 { return float64(i) / 100 }, true, 180, 1.11},
+		{"half served late", func(i int) float64 { return float64(i / 5) }, false, 1100, 0.56},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Measure(records(10, tc.delay), 4, slo)
-			if p.Pass != tc.pass || p.TTFTP90ms != tc.p90 {
-				t.Fatalf("%+v: pass %v p90 %g, want %v %g", p, p.Pass, p.TTFTP90ms, tc.pass, tc.p90)
+			if p.Pass != tc.pass || p.TTFTP90ms != tc.p90 || p.WithinSLORPS != tc.within {
+				t.Fatalf("%+v: pass %v p90 %g within %g, want %v %g %g", p, p.Pass, p.TTFTP90ms, p.WithinSLORPS, tc.pass, tc.p90, tc.within)
 			}
 		})
 	}

@@ -16,9 +16,8 @@ type Cache struct {
 	Name string `json:"name"`
 	// L1Bytes is each worker's LMCache L1 (0: GPU only).
 	L1Bytes int64 `json:"l1_bytes"`
-	// NotModelled says why the configuration is reported, not run (the
-	// des mode has no L2 cache server).
-	NotModelled string `json:"not_modelled,omitempty"`
+	// L2Bytes is the shared L2 behind the L1s (0: none).
+	L2Bytes int64 `json:"l2_bytes,omitempty"`
 }
 
 // Workload is one search target: requests at their recorded rate, the
@@ -33,6 +32,9 @@ type Workload struct {
 	// Group names workloads that share requests and fleet, so a second
 	// SLO on them reuses the first's runs.
 	Group string
+	// MaxProbes, when positive, replaces the bounds' runs per search: a
+	// large fleet's runs cost the most.
+	MaxProbes int
 }
 
 // Config is one experiment.
@@ -52,13 +54,12 @@ type Config struct {
 
 // Curve is one strategy and cache configuration's search on one workload.
 type Curve struct {
-	Workload    string  `json:"workload"`
-	Workers     int     `json:"workers"`
-	SLOms       float64 `json:"ttft_p90_slo_ms"`
-	Strategy    string  `json:"strategy"`
-	Cache       string  `json:"cache"`
-	NotModelled string  `json:"not_modelled,omitempty"`
-	Search      *Search `json:"search,omitempty"`
+	Workload string  `json:"workload"`
+	Workers  int     `json:"workers"`
+	SLOms    float64 `json:"ttft_p90_slo_ms"`
+	Strategy string  `json:"strategy"`
+	Cache    string  `json:"cache"`
+	Search   *Search `json:"search,omitempty"`
 	// Goodput is the best passing probe (zero when none passed).
 	Goodput Probe `json:"goodput"`
 }
@@ -99,16 +100,13 @@ func (r *runner) workload(w Workload) ([]Curve, error) {
 	for _, s := range r.cfg.Strategies {
 		for _, c := range r.cfg.Caches {
 			curves = append(curves, Curve{Workload: w.Name, Workers: w.Workers, SLOms: ms(w.SLO.TTFTP90), Strategy: s,
-				Cache: c.Name, NotModelled: c.NotModelled})
+				Cache: c.Name})
 		}
 	}
 	sem := make(chan struct{}, max(r.cfg.Parallel, 1))
 	errs := make([]error, len(curves))
 	var wg sync.WaitGroup
 	for i := range curves {
-		if curves[i].NotModelled != "" {
-			continue
-		}
 		cache := r.cfg.Caches[i%len(r.cfg.Caches)]
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -127,7 +125,7 @@ func (r *runner) workload(w Workload) ([]Curve, error) {
 
 func (r *runner) curve(w Workload, cache Cache, c *Curve) error {
 	fleet := r.cfg.Fleet
-	fleet.Workers, fleet.L1Bytes = w.Workers, cache.L1Bytes
+	fleet.Workers, fleet.L1Bytes, fleet.L2Bytes = w.Workers, cache.L1Bytes, cache.L2Bytes
 	fleet.Strategy = r.cfg.Strategy
 	fleet.Strategy.Name = c.Strategy
 	if fleet.Strategy.PrefixAware.OffloadCapacityTokens == 0 {
@@ -139,6 +137,9 @@ func (r *runner) curve(w Workload, cache Cache, c *Curve) error {
 	}
 	b := r.cfg.Bounds
 	b.Start, b.Min, b.Max = w.Start, w.Start*b.Min, w.Start*b.Max
+	if w.MaxProbes > 0 {
+		b.MaxProbes = w.MaxProbes
+	}
 	s, err := Find(b, func(f float64) (Probe, error) {
 		recs, err := r.records(probeKey{group: w.Group, strategy: c.Strategy, cache: cache.Name, factor: f}, fleet, w.Requests)
 		if err != nil {

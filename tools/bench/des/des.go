@@ -15,7 +15,9 @@
 // reaches its worker the instant it arrives; KV events reach the index at
 // the end of the step that made them), tokenization (requests carry their
 // token ids; chat prompts are their messages' contents, without the
-// template), and the L2 cache server.
+// template), and the cache server's own work: the shared L2 is a chunk
+// store every worker writes through to and fetches from at the cost
+// libs/timing gives the remote tier (l2.go).
 package des
 
 import (
@@ -59,6 +61,10 @@ type Config struct {
 	// LMCache); the router's view of the tier is kept accordingly, within
 	// L1Bytes.
 	L1Events lmcache.EventMode
+	// L2Bytes is the shared L2 (warmpath's cache server, as LMCache's
+	// remote backend) behind every worker's L1; 0 runs without it. The
+	// router follows what it holds exactly, as l2view does.
+	L2Bytes int64
 	// Strategy is the router's strategy configuration.
 	Strategy strategy.Config
 	// Model names the model (it seeds the KV index's keys).
@@ -133,6 +139,7 @@ func (r *replica) Prefilled(worker string, keys []uint64) {
 
 type sim struct {
 	cfg     Config
+	l2      *lmcache.L1 // the shared L2's chunks; nil without one
 	reqs    []workload.Request
 	workers []*worker
 	routers []*replica
@@ -187,14 +194,15 @@ func newFleet(cfg Config) (*fleet, error) {
 }
 
 // worker returns a worker with scale times one worker's GPU blocks and L1
-// (the oracle pools the whole fleet's) and one worker's model length.
-func (f *fleet) worker(scale int) (*worker, error) {
+// (the oracle pools the whole fleet's) and one worker's model length,
+// behind l2 when it is not nil.
+func (f *fleet) worker(scale int, l2 *lmcache.L1) (*worker, error) {
 	cfg := f.cfg
 	w := &worker{}
 	ec := engine.Config{BlockSize: cfg.BlockSize, NumGPUBlocks: scale * cfg.NumGPUBlocks, MaxNumSeqs: cfg.MaxNumSeqs,
 		MaxNumBatchedTokens: cfg.MaxNumBatchedTokens, MaxModelLen: cfg.MaxModelLen,
 		EnablePrefixCaching: true, Timing: f.model, Hasher: f.hasher}
-	if cfg.L1Bytes > 0 {
+	if cfg.L1Bytes > 0 || l2 != nil {
 		var err error
 		w.l1, err = lmcache.New(lmcache.Config{ChunkSize: l1ChunkTokens, MaxBytes: int64(scale) * cfg.L1Bytes,
 			BytesPerToken: f.l1BytesPerToken(), Events: cfg.L1Events}, f.hasher)
@@ -202,6 +210,9 @@ func (f *fleet) worker(scale int) (*worker, error) {
 			return nil, err
 		}
 		ec.Connector = w.l1
+		if l2 != nil {
+			ec.Connector = &tiered{l1: w.l1, l2: l2, hasher: f.hasher, model: f.model}
+		}
 	}
 	var err error
 	w.eng, err = engine.New(ec)
@@ -210,6 +221,16 @@ func (f *fleet) worker(scale int) (*worker, error) {
 
 // l1ChunkTokens is LMCache's default chunk_size, which the fleet uses.
 const l1ChunkTokens = 256
+
+// l2Store is a shared L2 of the fleet's size; nil without one. It
+// publishes nothing: the router reads it directly (l2View).
+func (f *fleet) l2Store() (*lmcache.L1, error) {
+	if f.cfg.L2Bytes <= 0 {
+		return nil, nil
+	}
+	return lmcache.New(lmcache.Config{ChunkSize: l1ChunkTokens, MaxBytes: f.cfg.L2Bytes, BytesPerToken: f.l1BytesPerToken(),
+		Events: lmcache.EventsNone}, f.hasher)
+}
 
 // l1BytesPerToken is one token's KV on one rank, what the L1 stores.
 func (f *fleet) l1BytesPerToken() int64 {
@@ -251,8 +272,11 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	cfg = f.cfg
 	s := &sim{cfg: cfg, reqs: reqs, recs: make([]Record, len(reqs)), waiters: make([][]int, len(reqs)), prefill: make([]int, len(reqs)),
 		keys: make([][]uint64, len(reqs)), routedBy: make([]int, len(reqs)), split: rand.New(rand.NewPCG(cfg.Seed, 0x5e1ec7))}
+	if s.l2, err = f.l2Store(); err != nil {
+		return nil, fmt.Errorf("des: L2: %w", err)
+	}
 	for i := range cfg.Workers {
-		w, err := f.worker(1)
+		w, err := f.worker(1, s.l2)
 		if err != nil {
 			return nil, fmt.Errorf("des: worker %d: %w", i, err)
 		}
@@ -303,7 +327,11 @@ func (s *sim) newReplica(f *fleet) (*replica, error) {
 		}
 		r.feeds = append(r.feeds, feed)
 	}
-	r.strategy, err = strategy.New(s.cfg.Strategy, strategy.WithIndex(idx), strategy.WithPrefillNotes(r), strategy.WithPredictions(preds))
+	opts := []strategy.Option{strategy.WithIndex(idx), strategy.WithPrefillNotes(r), strategy.WithPredictions(preds)}
+	if s.l2 != nil {
+		opts = append(opts, strategy.WithL2(l2View{store: s.l2}))
+	}
+	r.strategy, err = strategy.New(s.cfg.Strategy, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -547,7 +575,8 @@ type OracleResult struct {
 
 // Oracle runs the requests, in the order they arrived in res, one at a
 // time through a single simulated worker whose GPU holds every worker's
-// blocks and whose LMCache L1 every worker's bytes: the same engine and
+// blocks and whose LMCache L1 every worker's bytes (behind an L2 of the
+// fleet's size, when it has one): the same engine and
 // L1 as the fleet's workers, so the bound keeps their semantics (L1 is
 // written through from the GPU, so the two tiers overlap; adding their
 // sizes would overstate it). Requests the fleet refused are left out.
@@ -559,7 +588,12 @@ func Oracle(cfg Config, reqs []workload.Request, res *Result) (OracleResult, err
 	if err != nil {
 		return OracleResult{}, err
 	}
-	w, err := f.worker(cfg.Workers)
+	// The L2 is shared already: the oracle has one of the same size.
+	l2, err := f.l2Store()
+	if err != nil {
+		return OracleResult{}, fmt.Errorf("des: oracle: L2: %w", err)
+	}
+	w, err := f.worker(cfg.Workers, l2)
 	if err != nil {
 		return OracleResult{}, err
 	}

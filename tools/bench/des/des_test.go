@@ -236,3 +236,35 @@ func TestRouterReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedL2ServesEveryWorker: long documents over a fleet whose L1s
+// are too small to matter. With the shared L2 a document any worker
+// prefilled is fetched by every other, so even round robin reaches
+// near the oracle's hit rate, and no strategy loses hits by having it.
+func TestSharedL2ServesEveryWorker(t *testing.T) {
+	reqs, err := workload.LongDoc{Docs: 8, DocTokens: 4096, Questions: 6, Question: 32, Output: 8, Rate: 8, Seed: 1}.Generate(words(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range strategy.Names {
+		t.Run(name, func(t *testing.T) {
+			cfg := fleet(name, 4)
+			cfg.NumGPUBlocks, cfg.L1Bytes = 512, 64<<20 // 8K tokens of GPU cache, two chunks of L1
+			without := summarize(t, cfg, reqs)
+			cfg.L2Bytes = 8e9
+			with := summarize(t, cfg, reqs)
+			t.Logf("hit rate %.3f without L2, %.3f with (oracle %.3f)", without.HitRate, with.HitRate, with.OracleHitRate)
+			if with.Errors != 0 || with.Requests != len(reqs) {
+				t.Fatalf("%d of %d requests, %d errors", with.Requests, len(reqs), with.Errors)
+			}
+			// The summary's hit rate is rounded to three decimals, the oracle's is not.
+			if with.HitRate < without.HitRate || with.HitRate > with.OracleHitRate+5e-4 {
+				t.Fatalf("hit rate %g with L2, %g without, oracle %g", with.HitRate, without.HitRate, with.OracleHitRate)
+			}
+			// Every question after a document's first can come from L2.
+			if with.HitRate < 0.7*with.OracleHitRate {
+				t.Fatalf("hit rate %.3f with L2, under 70%% of the oracle's %.3f", with.HitRate, with.OracleHitRate)
+			}
+		})
+	}
+}

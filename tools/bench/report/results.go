@@ -129,18 +129,25 @@ func sortedKeys(m map[string]any) []string {
 // UpdateDoc replaces what lies between the markers in the markdown file at
 // path with content, appending the markers at the end if missing.
 func UpdateDoc(path, content string) error {
+	return UpdateSection(path, ResultsBegin, ResultsEnd, "## Current results", content)
+}
+
+// UpdateSection replaces what lies between begin and end in the markdown
+// file at path with content; where the markers are missing it appends
+// them at the end, under heading.
+func UpdateSection(path, begin, end, heading, content string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
 	s := string(raw)
-	block := ResultsBegin + "\n\n" + content + ResultsEnd
-	i, j := strings.Index(s, ResultsBegin), strings.Index(s, ResultsEnd)
+	block := begin + "\n\n" + content + end
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	switch {
 	case i >= 0 && j > i:
-		s = s[:i] + block + s[j+len(ResultsEnd):]
+		s = s[:i] + block + s[j+len(end):]
 	default:
-		s = strings.TrimRight(s, "\n") + "\n\n## Current results\n\n" + block + "\n"
+		s = strings.TrimRight(s, "\n") + "\n\n" + heading + "\n\n" + block + "\n"
 	}
 	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)

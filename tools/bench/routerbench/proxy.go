@@ -23,3 +23,6 @@ type Proxy struct {
 // Stop ends the proxy: SIGTERM, then SIGKILL to its process group after
 // grace. It is safe to call more than once.
 func (p *Proxy) Stop(grace time.Duration) error { return p.proc.Stop(grace) }
+
+// Pid is the proxy process's id, for readings of its CPU and memory.
+func (p *Proxy) Pid() int { return p.proc.Pid() }

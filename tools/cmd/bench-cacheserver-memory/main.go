@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/lmproto"
 	"github.com/warmpath/warmpath/tools/bench/proc"
+	"github.com/warmpath/warmpath/tools/bench/procstat"
 	"github.com/warmpath/warmpath/tools/bench/report"
 )
 
@@ -132,17 +132,11 @@ func load(ctx context.Context, mk func() client, conns, size, keys int, d time.D
 
 // peakRSS is the process's resident high-water mark (VmHWM), in bytes.
 func peakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return 0, fmt.Errorf("peak rss: %w", err)
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, errors.New("peak rss: no VmHWM in /proc status")
+	return st.PeakRSS, nil
 }
 
 type row struct {

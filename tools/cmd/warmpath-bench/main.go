@@ -209,6 +209,7 @@ func runResults(args []string) error {
 	fs := flag.NewFlagSet("results", flag.ContinueOnError)
 	dir := fs.String("dir", "bench/results", "directory of benchmark JSON")
 	doc := fs.String("doc", "docs/benchmarks.md", "page whose generated results section is rewritten")
+	readme := fs.String("readme", "", "page whose capacity table is rewritten from <dir>/capacity.json (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -216,7 +217,13 @@ func runResults(args []string) error {
 	if err != nil {
 		return err
 	}
-	return report.UpdateDoc(*doc, md)
+	if err := report.UpdateDoc(*doc, md); err != nil {
+		return err
+	}
+	if *readme == "" {
+		return nil
+	}
+	return updateCapacityHeadline(filepath.Join(*dir, "capacity.json"), *readme)
 }
 
 func runDES(args []string) error {
@@ -226,6 +233,7 @@ func runDES(args []string) error {
 	gpuBlocks := fs.Int("gpu-blocks", 0, "GPU KV blocks of 16 tokens per worker (0: the preset's at 0.9 memory utilisation)")
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (0: no LMCache)")
 	l1Events := fs.String("l1-events", string(lmcache.EventsStoreOnly), "what each L1 publishes: store-only (current LMCache), none or full; the router keeps its view of L1 accordingly")
+	l2GB := fs.Float64("l2-gb", 0, "shared L2 (the cache server) behind every worker's L1, GB (0: none); kvaware follows it as l2view does")
 	strategies := fs.String("strategies", strings.Join(strategy.Names, ","), "strategies to compare")
 	stratFile := fs.String("strategy-config", "", "JSON file with the router's strategy settings (prefixAware, session, kvAware, loadGuard; as in its config file); default: the router's defaults")
 	out := fs.String("out", "", "JSON report path (default: bench/results/routing_<workload>.json)")
@@ -244,7 +252,7 @@ func runDES(args []string) error {
 	}
 	name := wf.reportName()
 	cfg := des.Config{Workers: *workers, Preset: *preset, NumGPUBlocks: *gpuBlocks, L1Bytes: int64(*l1GB * 1e9),
-		L1Events: mode, Model: "meta-llama/Llama-3.1-8B-Instruct"}
+		L1Events: mode, L2Bytes: int64(*l2GB * 1e9), Model: "meta-llama/Llama-3.1-8B-Instruct"}
 	base := strategy.Defaults()
 	if *stratFile != "" {
 		b, err := os.ReadFile(*stratFile)
@@ -285,10 +293,14 @@ func runDES(args []string) error {
 	}
 	goal := routingGoal(sums, mode)
 	fmt.Fprintln(os.Stderr, "goal:", goal)
-	path := cmp.Or(*out, filepath.Join("bench", "results", "routing_"+name+"_"+string(mode)+".json"))
+	suffix := ""
+	if *l2GB > 0 {
+		suffix = "_l2"
+	}
+	path := cmp.Or(*out, filepath.Join("bench", "results", "routing_"+name+"_"+string(mode)+suffix+".json"))
 	return report.WriteJSON(path, map[string]any{
 		"workload": name, "requests": len(reqs), "workers": *workers, "gpu_blocks": *gpuBlocks, "l1_gb": *l1GB, "l1_events": mode,
-		"mode": "des", "strategies": sums, "goal": goal, "strategy_config": base,
+		"l2_gb": *l2GB, "mode": "des", "strategies": sums, "goal": goal, "strategy_config": base,
 		"environment": map[string]any{"go_version": runtime.Version(), "cores": runtime.NumCPU(), "timestamp": time.Now().UTC().Format(time.RFC3339)},
 	})
 }

@@ -216,6 +216,24 @@ func (c *L1) drainEvicted() {
 	c.evicted = c.evicted[:0]
 }
 
+// Resident is how many of hashes, in order from the first, the store
+// holds: the leading run a lookup would find, without touching recency
+// or counters. A connector that already hashed a prompt's chunks (one
+// consulting several stores) asks each store with the same hashes.
+func (c *L1) Resident(hashes []blockhash.Hash) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lru == nil {
+		return 0
+	}
+	for i, h := range hashes {
+		if !c.lru.Contains(h) {
+			return i
+		}
+	}
+	return len(hashes)
+}
+
 // TakeEvents returns the L1 events since the last call.
 func (c *L1) TakeEvents() []kvblock.Event {
 	c.mu.Lock()

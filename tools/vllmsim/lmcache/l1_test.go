@@ -154,3 +154,33 @@ func TestZeroCapacityStoresNothing(t *testing.T) {
 		t.Fatal("zero-capacity L1 stored a chunk")
 	}
 }
+
+func TestResidentAgreesWithLookup(t *testing.T) {
+	c := newL1(t, 3)
+	c.Store(tokens(1, 12), nil) // chunks 0, 1, 2 of prompt 1
+	c.Store(tokens(2, 4), nil)  // evicts prompt 1's chunk 0, the least recent
+	chain := func(seed, n int) []blockhash.Hash { return c.hasher.Chain(tokens(seed, n), 4, nil) }
+	for _, tc := range []struct {
+		name   string
+		hashes []blockhash.Hash
+		want   int
+	}{
+		{"leading chunk evicted", chain(1, 12), 0},
+		{"run after the evicted chunk", chain(1, 12)[1:], 2},
+		{"other prompt", chain(2, 8), 1},
+		{"nothing asked", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := c.Counters()
+			if got := c.Resident(tc.hashes); got != tc.want {
+				t.Fatalf("Resident = %d, want %d", got, tc.want)
+			}
+			if c.Counters() != before {
+				t.Fatalf("Resident changed the counters: %+v -> %+v", before, c.Counters())
+			}
+		})
+	}
+	if got := c.Lookup(tokens(2, 8), nil).CPU; got != 4*c.Resident(chain(2, 8)) {
+		t.Fatalf("Lookup hit %d tokens, Resident says %d chunks", got, c.Resident(chain(2, 8)))
+	}
+}
