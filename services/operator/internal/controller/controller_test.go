@@ -514,10 +514,10 @@ func TestConditionsFollowReadiness(t *testing.T) {
 	}
 }
 
-// TestSamplesApply creates every manifest in config/samples.
+// TestSamplesApply creates every manifest in config/samples, each in its
+// own namespace: the anchor's examples reuse names (two are "demo").
 func TestSamplesApply(t *testing.T) {
 	c := cluster(t)
-	ns := namespace(t, c)
 	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("samples: %v %v", files, err)
@@ -532,6 +532,7 @@ func TestSamplesApply(t *testing.T) {
 			if err := yaml.UnmarshalStrict(raw, &iec); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
+			ns := namespace(t, c)
 			iec.Namespace = ns
 			if err := c.Create(context.Background(), &iec); err != nil {
 				t.Fatalf("%s rejected: %v", f, err)
