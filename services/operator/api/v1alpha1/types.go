@@ -9,6 +9,8 @@ import (
 const (
 	ModelSourceHuggingFace      = "huggingface"
 	ModelSourceKubernetesVolume = "kubernetesVolume"
+	ModelSourceS3               = "s3"
+	ModelSourceFSx              = "fsx"
 )
 
 // L2 cache backends. The API accepts them in any letter case, as the
@@ -41,7 +43,7 @@ const MaxNameLength = 55
 // InferenceEndpointConfigSpec is the desired endpoint: a model served by
 // vLLM+LMCache workers, optionally behind the warmpath router.
 //
-// +kubebuilder:validation:XValidation:rule="self.modelSourceConfig.modelSourceType != 'kubernetesVolume' || has(self.worker.modelVolumeMount)",message="modelSourceConfig.modelSourceType kubernetesVolume needs worker.modelVolumeMount (where the volume is mounted in the worker)"
+// +kubebuilder:validation:XValidation:rule="!(self.modelSourceConfig.modelSourceType in ['kubernetesVolume', 's3', 'fsx']) || has(self.worker.modelVolumeMount)",message="modelSourceConfig.modelSourceType kubernetesVolume, s3 and fsx need worker.modelVolumeMount (where the model volume is mounted in the worker)"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoScalingSpec) || !has(self.autoScalingSpec.targets) || !has(self.autoScalingSpec.targets.routerTTFTMilliseconds) || (has(self.intelligentRoutingSpec.enabled) && self.intelligentRoutingSpec.enabled)",message="autoScalingSpec.targets.routerTTFTMilliseconds needs intelligentRoutingSpec.enabled: the router measures the TTFT it targets"
 // +kubebuilder:validation:XValidation:rule="!has(self.instanceType) || !has(self.worker.scheduling) || !has(self.worker.scheduling.nodeSelector) || !('node.kubernetes.io/instance-type' in self.worker.scheduling.nodeSelector) || self.worker.scheduling.nodeSelector['node.kubernetes.io/instance-type'] == self.instanceType",message="instanceType and worker.scheduling.nodeSelector name different node.kubernetes.io/instance-type values: set one of them"
 type InferenceEndpointConfigSpec struct {
@@ -90,6 +92,21 @@ type InferenceEndpointConfigSpec struct {
 
 	// ModelSourceConfig says where the weights come from.
 	ModelSourceConfig ModelSourceConfig `json:"modelSourceConfig"`
+
+	// EndpointName is the managed offering's SageMaker endpoint
+	// registration, accepted so its manifests apply unchanged and reported
+	// in the IgnoredFields condition: there is no SageMaker here.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	EndpointName string `json:"endpointName,omitempty"`
+
+	// TLSConfig is the managed offering's certificate handling (an export
+	// of the certificate to S3, or an ACM certificate), accepted so its
+	// manifests apply unchanged and reported in the IgnoredFields
+	// condition. The router's serving certificate is the Secret of
+	// intelligentRoutingSpec.tlsSecretName (cert-manager writes one).
+	// +optional
+	TLSConfig *TLSConfig `json:"tlsConfig,omitempty"`
 
 	// KVCacheSpec configures LMCache (L1 CPU RAM, L2 remote).
 	// +kubebuilder:default={}
@@ -332,15 +349,63 @@ type TracingSpec struct {
 	SamplePercent *int32 `json:"samplePercent,omitempty"`
 }
 
+// TLSConfig is the managed offering's tlsConfig. Neither field has an
+// effect here (both are reported in the IgnoredFields condition).
+type TLSConfig struct {
+	// TLSCertificateOutputS3Uri is where the managed offering exports the
+	// certificate it generates, e.g. s3://tls-bucket/certs. Here the
+	// certificate lives in the Secret of
+	// intelligentRoutingSpec.tlsSecretName: clients take the CA from the
+	// issuer (cert-manager's ca.crt) rather than from a bucket.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^s3://([^/]+)/?(.*)$`
+	// +optional
+	TLSCertificateOutputS3Uri string `json:"tlsCertificateOutputS3Uri,omitempty"`
+
+	// CustomCertificateConfig names an ACM certificate for the managed
+	// offering's load balancer. Here: a cert-manager Certificate (or any
+	// kubernetes.io/tls Secret) named in intelligentRoutingSpec.tlsSecretName
+	// or intelligentRoutingSpec.ingress.tlsSecretName.
+	// +optional
+	CustomCertificateConfig *CustomCertificateConfig `json:"customCertificateConfig,omitempty"`
+}
+
+// CustomCertificateConfig is the managed offering's ACM certificate.
+type CustomCertificateConfig struct {
+	// ACMArn is the certificate's ARN.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	ACMArn string `json:"acmArn"`
+	// DomainName is the certificate's domain.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DomainName string `json:"domainName"`
+}
+
 // ModelSourceConfig is the model's origin.
 //
 // +kubebuilder:validation:XValidation:rule="self.modelSourceType != 'huggingface' || has(self.huggingFaceModel)",message="modelSourceType huggingface needs huggingFaceModel.modelId"
 // +kubebuilder:validation:XValidation:rule="self.modelSourceType != 'kubernetesVolume' || has(self.kubernetesVolume)",message="modelSourceType kubernetesVolume needs kubernetesVolume.claimName"
+// +kubebuilder:validation:XValidation:rule="self.modelSourceType != 's3' || has(self.s3Storage)",message="modelSourceType s3 needs s3Storage.bucketName"
+// +kubebuilder:validation:XValidation:rule="self.modelSourceType != 'fsx' || has(self.fsxStorage)",message="modelSourceType fsx needs fsxStorage.fileSystemId"
 type ModelSourceConfig struct {
-	// ModelSourceType is huggingface or kubernetesVolume (the managed
-	// offering's fsx and s3 are cloud-specific).
-	// +kubebuilder:validation:Enum=huggingface;kubernetesVolume
+	// ModelSourceType is huggingface (vLLM downloads from the Hub),
+	// kubernetesVolume (a PersistentVolumeClaim), s3 (an init container
+	// copies the model from S3-compatible storage into the model volume)
+	// or fsx (an FSx for Lustre file system through its CSI driver's
+	// claim).
+	// +kubebuilder:validation:Enum=huggingface;kubernetesVolume;s3;fsx
 	ModelSourceType string `json:"modelSourceType"`
+
+	// S3Storage is the bucket, for modelSourceType s3; modelLocation is
+	// the key prefix (a directory) of the model's files.
+	// +optional
+	S3Storage *S3Storage `json:"s3Storage,omitempty"`
+
+	// FSxStorage is the file system, for modelSourceType fsx;
+	// modelLocation is the model's directory in it.
+	// +optional
+	FSxStorage *FSxStorage `json:"fsxStorage,omitempty"`
 
 	// HuggingFaceModel is the Hub model, for modelSourceType huggingface.
 	// +optional
@@ -352,15 +417,91 @@ type ModelSourceConfig struct {
 	// +optional
 	KubernetesVolume *KubernetesVolume `json:"kubernetesVolume,omitempty"`
 
-	// ModelLocation is the path of the model inside the source.
+	// ModelLocation is the path of the model inside the source: the key
+	// prefix in the bucket (s3), the directory in the file system (fsx,
+	// mounted as the model volume's subPath) or in the claim
+	// (kubernetesVolume).
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	ModelLocation string `json:"modelLocation,omitempty"`
 
-	// PrefetchEnabled is accepted for compatibility; the weights are read
-	// by vLLM at start-up either way.
+	// PrefetchEnabled puts the model in RAM before vLLM starts, as the
+	// managed offering does for models that fit in memory: the s3 and
+	// huggingface model volumes become memory-backed (tmpfs) emptyDirs,
+	// counted against the worker pod's memory. For fsx and
+	// kubernetesVolume, read in place from the claim, it is reported in
+	// the IgnoredFields condition.
 	// +optional
 	PrefetchEnabled bool `json:"prefetchEnabled,omitempty"`
+}
+
+// S3Storage is an S3 or S3-compatible bucket holding the model.
+type S3Storage struct {
+	// BucketName is the bucket.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	BucketName string `json:"bucketName"`
+
+	// Region is the bucket's region; unset, us-east-1 (which
+	// S3-compatible servers usually accept whatever theirs is).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+$`
+	// +optional
+	Region string `json:"region,omitempty"`
+
+	// EndpointURL is an S3-compatible server, e.g.
+	// http://minio.storage.svc:9000, addressed path-style (the bucket in
+	// the path), as such servers expect; unset, AWS S3. A warmpath
+	// addition.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s/?#]+(/[^\s?#]*)?$`
+	// +optional
+	EndpointURL string `json:"endpointUrl,omitempty"`
+
+	// CredentialsSecretRef names a Secret in the endpoint's namespace with
+	// the keys AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and optionally
+	// AWS_SESSION_TOKEN), passed to the fetching init container. Unset, the
+	// AWS SDK's chain applies: web identity (IRSA, EKS Pod Identity) of the
+	// pod's service account, or the node's instance role. A warmpath
+	// addition.
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// FSxStorage is an FSx for Lustre file system holding the model. The pod
+// mounts it through a PersistentVolumeClaim bound to the FSx CSI driver's
+// PersistentVolume (driver fsx.csi.aws.com, volumeHandle the file system
+// id, volumeAttributes dnsname and mountname), which the cluster's
+// administrator creates once per namespace.
+type FSxStorage struct {
+	// FileSystemID is the file system, e.g. fs-0123456789abcdef0.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	FileSystemID string `json:"fileSystemId"`
+
+	// DNSName is the file system's DNS name. It belongs in the
+	// PersistentVolume, not the pod: reported in the IgnoredFields
+	// condition.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	DNSName string `json:"dnsName,omitempty"`
+
+	// MountName is the file system's Lustre mount name. It belongs in the
+	// PersistentVolume, not the pod: reported in the IgnoredFields
+	// condition.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	MountName string `json:"mountName,omitempty"`
+
+	// ClaimName is the PersistentVolumeClaim bound to the file system's
+	// PersistentVolume; unset, the claim named after fileSystemId. It is
+	// mounted read-only. A warmpath addition.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
 }
 
 // HuggingFaceModel is a Hugging Face Hub model.
@@ -922,6 +1063,12 @@ const (
 	// pipeline it needs; False when it could write none. Only endpoints
 	// with autoScalingSpec have it, and it does not count towards Ready.
 	ConditionAutoscalingReady = "AutoscalingReady"
+	// ConditionIgnoredFields lists the spec's fields that are accepted for
+	// compatibility with the managed offering but have no effect here
+	// (cloud-only: endpointName, tlsConfig, ...). Only endpoints that set
+	// such a field have it (status True, reason CloudOnlyFields); it does
+	// not count towards Ready.
+	ConditionIgnoredFields = "IgnoredFields"
 )
 
 // InstanceTypeLabel is the well-known node label spec.instanceType
@@ -937,7 +1084,8 @@ type InferenceEndpointConfigStatus struct {
 	// Conditions: WorkersReady, WorkersScheduled, RouterReady, CacheReady,
 	// KVEventsUsable (kvaware only), Ready, ServiceMonitorReady,
 	// HTTPRouteReady (with intelligentRoutingSpec.httpRoute only),
-	// AutoscalingReady (with autoScalingSpec only).
+	// AutoscalingReady (with autoScalingSpec only),
+	// IgnoredFields (with cloud-only fields set only).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -36,6 +36,7 @@ func run(ctx context.Context, args []string) error {
 	var o controller.Options
 	fs.StringVar(&o.RouterImage, "router-image", "warmpath/router:dev", "router image for endpoints with intelligent routing")
 	fs.StringVar(&o.SimulatorImage, "simulator-image", "warmpath/vllm-sim:dev", "vllm-sim image for simulated endpoints")
+	fs.StringVar(&o.ModelFetchImage, "model-fetch-image", "warmpath/model-fetch:dev", "model-fetch image, the init container copying an s3 model source into the workers' model volume")
 	fs.IntVar(&o.CacheServerPort, "cache-server-port", 65432, "host port of the node-local tiered-storage cache server (lm://)")
 	fs.StringVar(&o.CacheServerDaemonSet, "cache-server-daemonset", "", "namespace/name of the tiered-storage cache server DaemonSet; CacheReady follows it when set")
 	fs.StringVar(&o.CacheServerDNS, "cache-server-dns", "", "a DNS name resolving to every tiered-storage cache server (the chart's headless <name>-peers Service); when set, the routers of tieredstorage endpoints follow the servers' own KV events for exact L2 knowledge")
@@ -96,6 +97,6 @@ func run(ctx context.Context, args []string) error {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	log.Info("operator starting", "routerImage", o.RouterImage, "simulatorImage", o.SimulatorImage, "leaderElection", *leaderElect)
+	log.Info("operator starting", "routerImage", o.RouterImage, "simulatorImage", o.SimulatorImage, "modelFetchImage", o.ModelFetchImage, "leaderElection", *leaderElect)
 	return mgr.Start(ctx)
 }

@@ -392,8 +392,26 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			"spec.worker.modelInvocationPort.containerPort in body should be less than or equal to 65535"},
 		{"huggingface without model", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.ModelSourceConfig.HuggingFaceModel = nil },
 			"modelSourceType huggingface needs huggingFaceModel.modelId"},
-		{"bad source type", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.ModelSourceConfig.ModelSourceType = "fsx" },
-			`spec.modelSourceConfig.modelSourceType: Unsupported value: "fsx"`},
+		{"bad source type", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.ModelSourceConfig.ModelSourceType = "nfs" },
+			`spec.modelSourceConfig.modelSourceType: Unsupported value: "nfs"`},
+		{"s3 without s3Storage", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.ModelSourceConfig = v1alpha1.ModelSourceConfig{ModelSourceType: "s3"}
+			e.Spec.Worker.ModelVolumeMount = &v1alpha1.ModelVolumeMount{Name: "m", MountPath: "/opt/ml/model"}
+		}, "modelSourceType s3 needs s3Storage.bucketName"},
+		{"s3 without a model volume mount", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.ModelSourceConfig = v1alpha1.ModelSourceConfig{ModelSourceType: "s3", S3Storage: &v1alpha1.S3Storage{BucketName: "models"}}
+		}, "kubernetesVolume, s3 and fsx need worker.modelVolumeMount"},
+		{"s3 endpoint without scheme", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.ModelSourceConfig = v1alpha1.ModelSourceConfig{ModelSourceType: "s3", S3Storage: &v1alpha1.S3Storage{BucketName: "models", EndpointURL: "minio:9000"}}
+			e.Spec.Worker.ModelVolumeMount = &v1alpha1.ModelVolumeMount{Name: "m", MountPath: "/opt/ml/model"}
+		}, "spec.modelSourceConfig.s3Storage.endpointUrl: Invalid value"},
+		{"fsx without fsxStorage", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.ModelSourceConfig = v1alpha1.ModelSourceConfig{ModelSourceType: "fsx"}
+			e.Spec.Worker.ModelVolumeMount = &v1alpha1.ModelVolumeMount{Name: "m", MountPath: "/opt/ml/model"}
+		}, "modelSourceType fsx needs fsxStorage.fileSystemId"},
+		{"tls certificate export not an s3 URI", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.TLSConfig = &v1alpha1.TLSConfig{TLSCertificateOutputS3Uri: "https://bucket/certs"}
+		}, "spec.tlsConfig.tlsCertificateOutputS3Uri: Invalid value"},
 		{"no image", func(e *v1alpha1.InferenceEndpointConfig) { e.Spec.Worker.Image = "" },
 			"spec.worker.image in body should be at least 1 chars long"},
 		// Every child name (<name>-workers the longest) must be a DNS label.
@@ -496,10 +514,10 @@ func TestConditionsFollowReadiness(t *testing.T) {
 	}
 }
 
-// TestSamplesApply creates every manifest in config/samples.
+// TestSamplesApply creates every manifest in config/samples, each in its
+// own namespace: the anchor's examples reuse names (two are "demo").
 func TestSamplesApply(t *testing.T) {
 	c := cluster(t)
-	ns := namespace(t, c)
 	files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "*.yaml"))
 	if err != nil || len(files) < 5 {
 		t.Fatalf("samples: %v %v", files, err)
@@ -514,6 +532,7 @@ func TestSamplesApply(t *testing.T) {
 			if err := yaml.UnmarshalStrict(raw, &iec); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
+			ns := namespace(t, c)
 			iec.Namespace = ns
 			if err := c.Create(context.Background(), &iec); err != nil {
 				t.Fatalf("%s rejected: %v", f, err)

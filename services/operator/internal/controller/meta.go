@@ -38,6 +38,9 @@ type Options struct {
 	RouterImage string
 	// SimulatorImage is the vllm-sim image used for simulated endpoints.
 	SimulatorImage string
+	// ModelFetchImage is model-fetch's image, the init container that
+	// copies an s3 model source into the model volume.
+	ModelFetchImage string
 	// CacheServerPort is the node-local tiered-storage cache server's
 	// host port (lm:// protocol).
 	CacheServerPort int

@@ -93,6 +93,7 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionAutoscalingReady)
 	}
 	r.setKVEventsCondition(iec)
+	setIgnoredFieldsCondition(iec)
 
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, Status: metav1.ConditionTrue, Reason: "EndpointReady"}
 	var waiting []string

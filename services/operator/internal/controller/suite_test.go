@@ -46,6 +46,7 @@ var (
 var testOptions = controller.Options{
 	RouterImage:     "warmpath/router:test",
 	SimulatorImage:  "warmpath/vllm-sim:test",
+	ModelFetchImage: "warmpath/model-fetch:test",
 	CacheServerPort: 65432,
 	// TestCacheServerReadiness creates it; other tests' tieredstorage
 	// endpoints see it missing, which they do not check.

@@ -116,8 +116,8 @@ func modelArg(iec *v1alpha1.InferenceEndpointConfig) string {
 	if src.ModelSourceType == v1alpha1.ModelSourceHuggingFace && src.HuggingFaceModel != nil {
 		return src.HuggingFaceModel.ModelID
 	}
-	if m := iec.Spec.Worker.ModelVolumeMount; m != nil {
-		return path.Join(m.MountPath, src.ModelLocation)
+	if iec.Spec.Worker.ModelVolumeMount != nil {
+		return modelPath(iec)
 	}
 	return iec.Spec.ModelName
 }
@@ -342,18 +342,9 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 		{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 	mounts := []corev1.VolumeMount{{Name: "dshm", MountPath: "/dev/shm"}, {Name: "home", MountPath: workerHome}}
-	src := iec.Spec.ModelSourceConfig
-	if src.ModelSourceType == v1alpha1.ModelSourceKubernetesVolume && src.KubernetesVolume != nil && w.ModelVolumeMount != nil {
-		ro := isTrue(src.KubernetesVolume.ReadOnly, true)
-		volumes = append(volumes, corev1.Volume{Name: w.ModelVolumeMount.Name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.KubernetesVolume.ClaimName, ReadOnly: ro}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: w.ModelVolumeMount.Name, MountPath: w.ModelVolumeMount.MountPath, ReadOnly: ro})
-	}
-	if hubCacheVolume(iec) {
-		// The Hub download lives as long as the pod.
-		volumes = append(volumes, corev1.Volume{Name: w.ModelVolumeMount.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: w.ModelVolumeMount.Name, MountPath: w.ModelVolumeMount.MountPath})
-	}
+	model := modelVolume(iec, o)
+	volumes = append(volumes, model.Volumes...)
+	mounts = append(mounts, model.Mounts...)
 	if cfg := iec.Spec.KVCacheSpec.CacheConfigFile; cfg != "" {
 		volumes = append(volumes, corev1.Volume{Name: "lmcache-config", VolumeSource: corev1.VolumeSource{
 			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: lmcacheConfigMapName(iec)}}}})
@@ -419,6 +410,7 @@ func workerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 	}
 	pod := corev1.PodSpec{
 		SecurityContext: podSC,
+		InitContainers:  model.InitContainers,
 		Containers:      []corev1.Container{c},
 		Volumes:         volumes,
 		// Let in-flight generations finish on scale-down.

@@ -1,0 +1,147 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+)
+
+// TestAnchorManifests applies the managed offering's published example
+// manifests (config/samples/anchor-*.yaml, each naming its source), with
+// only their apiVersion changed, to the API server as kubectl does (strict
+// field validation: an unknown field is an error, not silently pruned), and
+// checks what the operator makes of them.
+func TestAnchorManifests(t *testing.T) {
+	c := cluster(t)
+	tests := []struct {
+		file         string
+		instanceType string
+		fetchArgs    string // "" for no model-fetch init container
+		memory       bool   // the model volume in RAM (prefetchEnabled)
+		routed       bool
+		ignored      []string
+	}{
+		{file: "anchor-example.yaml"},
+		{file: "anchor-blog-s3.yaml", instanceType: "ml.g5.24xlarge", routed: true,
+			fetchArgs: "--bucket my-model-bucket --prefix models/Llama-3.1-8B-Instruct --dest /opt/ml/model --region us-west-2",
+			ignored:   []string{"spec.tlsConfig.tlsCertificateOutputS3Uri"}},
+		{file: "anchor-s3-prefetch.yaml", instanceType: "ml.g5.8xlarge", memory: true,
+			fetchArgs: "--bucket model-data-578732889311 --prefix deepseek15b --dest /opt/ml/model --region us-west-2",
+			ignored:   []string{"spec.endpointName"}},
+		{file: "anchor-intelligent-routing.yaml", instanceType: "ml.g5.8xlarge", routed: true,
+			fetchArgs: "--bucket model-storage-bucket --prefix llama31_8b --dest /opt/ml/model --region us-west-2",
+			ignored:   []string{"spec.endpointName", "spec.tlsConfig.tlsCertificateOutputS3Uri"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			ns := namespace(t, c)
+			raw, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var u unstructured.Unstructured
+			if err := sigsyaml.Unmarshal(raw, &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			if u.GetAPIVersion() != v1alpha1.GroupVersion.String() {
+				t.Fatalf("apiVersion %s, want %s", u.GetAPIVersion(), v1alpha1.GroupVersion)
+			}
+			u.SetNamespace(ns)
+			if err := c.Create(context.Background(), &u, client.FieldValidation(metav1.FieldValidationStrict)); err != nil {
+				t.Fatalf("%s rejected: %v", tt.file, err)
+			}
+			name := u.GetName()
+
+			var d appsv1.Deployment
+			get(t, c, ns, name+"-worker", &d)
+			pod := d.Spec.Template.Spec
+			if got := pod.NodeSelector[v1alpha1.InstanceTypeLabel]; got != tt.instanceType {
+				t.Errorf("nodeSelector %s=%q, want %q", v1alpha1.InstanceTypeLabel, got, tt.instanceType)
+			}
+			checkModelFetch(t, pod, tt.fetchArgs, tt.memory)
+			get(t, c, ns, name, &corev1.Service{})
+			get(t, c, ns, name+"-workers", &corev1.Service{})
+			if tt.routed {
+				get(t, c, ns, name+"-router", &appsv1.Deployment{})
+			}
+
+			iec := &v1alpha1.InferenceEndpointConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			waitStatus(t, c, iec, "IgnoredFields condition", func(cur *v1alpha1.InferenceEndpointConfig) error {
+				if cur.Status.ObservedGeneration != cur.Generation {
+					return fmt.Errorf("status of generation %d, want %d", cur.Status.ObservedGeneration, cur.Generation)
+				}
+				cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionIgnoredFields)
+				if len(tt.ignored) == 0 {
+					if cond != nil {
+						return fmt.Errorf("condition %+v, want none", cond)
+					}
+					return nil
+				}
+				if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "CloudOnlyFields" {
+					return fmt.Errorf("condition %+v, want True CloudOnlyFields", cond)
+				}
+				for _, p := range tt.ignored {
+					if !strings.Contains(cond.Message, p+" (") {
+						return fmt.Errorf("message %q does not name %s", cond.Message, p)
+					}
+				}
+				// An ignored field never holds the endpoint back.
+				if r := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionReady); r != nil && strings.Contains(r.Message, v1alpha1.ConditionIgnoredFields) {
+					return fmt.Errorf("Ready waits for IgnoredFields: %s", r.Message)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// checkModelFetch checks the worker pod's model volume and, for an s3
+// source, the init container that fills it before vLLM starts.
+func checkModelFetch(t *testing.T, pod corev1.PodSpec, wantArgs string, memory bool) {
+	t.Helper()
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "model-weights" })
+	if i < 0 {
+		t.Fatalf("no model-weights volume in %+v", pod.Volumes)
+	}
+	if wantArgs == "" {
+		if len(pod.InitContainers) != 0 {
+			t.Errorf("init containers %+v, want none", pod.InitContainers)
+		}
+		return
+	}
+	ed := pod.Volumes[i].EmptyDir
+	if ed == nil || (ed.Medium == corev1.StorageMediumMemory) != memory {
+		t.Errorf("model volume %+v, want an emptyDir (in memory: %v)", pod.Volumes[i].VolumeSource, memory)
+	}
+	if len(pod.InitContainers) != 1 {
+		t.Fatalf("init containers %+v, want model-fetch", pod.InitContainers)
+	}
+	ic := pod.InitContainers[0]
+	if ic.Name != "model-fetch" || ic.Image != testOptions.ModelFetchImage || strings.Join(ic.Args, " ") != wantArgs {
+		t.Errorf("init container %s %s %q, want model-fetch %s %q", ic.Name, ic.Image, ic.Args, testOptions.ModelFetchImage, wantArgs)
+	}
+	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != "model-weights" || ic.VolumeMounts[0].MountPath != "/opt/ml/model" {
+		t.Errorf("init container mounts %+v", ic.VolumeMounts)
+	}
+	vllm := pod.Containers[0]
+	if !slices.ContainsFunc(vllm.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "model-weights" && m.MountPath == "/opt/ml/model" }) {
+		t.Errorf("worker mounts %+v lack model-weights at /opt/ml/model", vllm.VolumeMounts)
+	}
+	if a := strings.Join(vllm.Args, " "); !strings.Contains(a, "--model /opt/ml/model ") && !strings.HasPrefix(a, "/opt/ml/model ") {
+		t.Errorf("worker args %q do not point vLLM at /opt/ml/model", a)
+	}
+}
