@@ -70,8 +70,32 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	}
 	for i := range c.nodes {
 		c.WaitOK(i, 30*time.Second)
+		// ok means every slot is covered in the node's view; the node
+		// may not have met every master yet, and a client then meets
+		// MOVED replies the cluster has not settled.
+		c.waitInfo(i, 30*time.Second, "cluster_known_nodes:"+strconv.Itoa(n), "cluster_size:"+strconv.Itoa(n))
 	}
 	return c
+}
+
+// waitInfo waits until node i's CLUSTER INFO holds every one of want.
+func (c *Cluster) waitInfo(i int, d time.Duration, want ...string) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		info, err := command(c.Addr(i), "CLUSTER", "INFO")
+		missing := err != nil
+		for _, w := range want {
+			missing = missing || !strings.Contains(info, w+"\r\n")
+		}
+		if !missing {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d: cluster info lacks %q after %v: %q %v", i, want, d, info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Addr is node i's host:port.
