@@ -290,7 +290,7 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 // completeLate waits, off the request's path, for the rest of a prompt
 // routed on its head (x.late) and hands the whole to the strategy, which
 // returns d as if made on it; d unchanged if encoding failed.
-func (s *Server) completeLate(x *exchange, d strategy.Decision) <-chan strategy.Decision {
+func (*Server) completeLate(x *exchange, d strategy.Decision) <-chan strategy.Decision {
 	hr, _ := x.routing.Strategy.(strategy.HeadRouter)
 	p, req, estimate := x.late, x.parsed.route, x.parsed.route.PromptTokens
 	out := make(chan strategy.Decision, 1)
@@ -298,7 +298,9 @@ func (s *Server) completeLate(x *exchange, d strategy.Decision) <-chan strategy.
 		res, err := p.Wait()
 		switch {
 		case err != nil || hr == nil:
-			s.metrics.Tokenize.WithLabelValues("error").Inc()
+			// The request is counted once, as "head"; its decision stays
+			// the head's (tokenize_total's "error" means routed without
+			// token ids, which this one was not).
 			out <- d
 		default:
 			req.TokenIDs, req.PromptTokens = res.IDs, 0
