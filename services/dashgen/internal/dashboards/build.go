@@ -36,6 +36,9 @@ func Build(d Dashboard) (dashboard.Dashboard, error) {
 		WithVariable(labelVariable("endpoint", "Endpoint", "warmpath_router_workers", `namespace=~"$namespace"`)).
 		WithVariable(labelVariable("model", "Model", "vllm:num_requests_running", `namespace=~"$namespace", endpoint=~"$endpoint"`).
 			Definition("label_values(vllm:num_requests_running, model_name)"))
+	for _, in := range d.Inputs {
+		b = b.WithVariable(textbox(in))
+	}
 	for _, row := range d.Rows {
 		b = b.WithRow(dashboard.NewRowBuilder(row.Title))
 		for _, p := range row.Panels {
@@ -66,6 +69,19 @@ func labelVariable(name, label, metric, matchers string) *dashboard.QueryVariabl
 		Multi(true).
 		IncludeAll(true).
 		AllValue(".*")
+}
+
+// textbox is an input the viewer can overwrite, e.g. their GPU price.
+func textbox(in Input) *dashboard.TextBoxVariableBuilder {
+	v := in.Default
+	return dashboard.NewTextBoxVariableBuilder(in.Name).
+		Label(in.Label).
+		Description(in.Description).
+		DefaultValue(dashboard.StringOrMap{String: &v}).
+		Current(dashboard.VariableOption{
+			Text:  dashboard.StringOrArrayOfString{String: &v},
+			Value: dashboard.StringOrArrayOfString{String: &v},
+		})
 }
 
 func targets(qs []Query) []cog.Builder[variants.Dataquery] {
@@ -103,6 +119,9 @@ func panel(p Panel) cog.Builder[dashboard.Panel] {
 	default:
 		b := timeseries.NewPanelBuilder().Title(p.Title).Description(p.Description).Unit(p.Unit).
 			Datasource(datasource()).Span(width).Height(8)
+		if p.AxisLabel != "" {
+			b = b.AxisLabel(p.AxisLabel)
+		}
 		if p.Min != nil {
 			b = b.Min(*p.Min)
 		}

@@ -59,26 +59,35 @@ func TestGrafanaLoadsThem(t *testing.T) {
 		for _, v := range got.Templating.List {
 			vars = append(vars, v.Name)
 		}
-		if strings.Join(vars, ",") != "datasource,namespace,endpoint,model" {
-			t.Errorf("%s: variables %v", d.File, vars)
+		want := []string{"datasource", "namespace", "endpoint", "model"}
+		for _, in := range d.Inputs {
+			want = append(want, in.Name)
+		}
+		if strings.Join(vars, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: variables %v, want %v", d.File, vars, want)
 		}
 	}
 }
 
-// grafanaVars are the template variables as Grafana expands them for "All".
-var grafanaVars = strings.NewReplacer("$__rate_interval", "1m", "$namespace", ".*", "$endpoint", ".*", "$model", ".*")
-
 // TestQueriesParse: every panel query parses with Prometheus's own parser
 // once Grafana has expanded its variables, and every panel is described.
+// Every query has a legend, so no line is drawn as a bare label set.
 func TestQueriesParse(t *testing.T) {
 	for _, d := range All() {
+		vars := Expander(d)
 		for _, row := range d.Rows {
 			for _, p := range row.Panels {
 				if p.Description == "" || p.Unit == "" {
 					t.Errorf("%s / %s: a panel needs a description and a unit", d.Title, p.Title)
 				}
 				for _, q := range p.Queries {
-					if _, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaVars.Replace(q.Expr)); err != nil {
+					if q.Legend == "" {
+						t.Errorf("%s / %s: %q has no legend", d.Title, p.Title, q.Expr)
+					}
+					if strings.Contains(vars.Replace(q.Expr), "$") {
+						t.Errorf("%s / %s: %q uses a variable the dashboard lacks", d.Title, p.Title, q.Expr)
+					}
+					if _, err := parser.NewParser(parser.Options{}).ParseExpr(vars.Replace(q.Expr)); err != nil {
 						t.Errorf("%s / %s: %q: %v", d.Title, p.Title, q.Expr, err)
 					}
 				}

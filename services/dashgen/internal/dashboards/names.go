@@ -11,8 +11,8 @@ import (
 // Names returns every metric name the dashboards query, sorted.
 func Names() ([]string, error) {
 	seen := map[string]bool{}
-	vars := strings.NewReplacer("$__rate_interval", "1m", "$namespace", ".*", "$endpoint", ".*", "$model", ".*")
 	for _, d := range All() {
+		vars := Expander(d)
 		for _, row := range d.Rows {
 			for _, p := range row.Panels {
 				for _, q := range p.Queries {
@@ -36,4 +36,15 @@ func Names() ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// Expander does to d's queries what Grafana does with its variables when
+// "All" is selected and every input holds its default, so a query can be
+// parsed and evaluated as it would run.
+func Expander(d Dashboard) *strings.Replacer {
+	pairs := []string{"$__rate_interval", "1m", "$namespace", ".*", "$endpoint", ".*", "$model", ".*"}
+	for _, in := range d.Inputs {
+		pairs = append(pairs, "$"+in.Name, in.Default)
+	}
+	return strings.NewReplacer(pairs...)
 }
