@@ -41,24 +41,36 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	})
 
 	const model = "dash/model"
+	// Workers and the kvaware router hash LMCache chunks from one seed, so
+	// a chunk one worker wrote to the L2 is found by the other.
+	t.Setenv("PYTHONHASHSEED", "0")
+	cp := portRun(t, 4)
+	harness.StartProcess(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
+		"--kv-events-endpoint", fmt.Sprintf("tcp://*:%d", cp+3), "--memory-capacity-bytes", "67108864", "--log-level", "warn")
 	var workers []string
 	for range 2 {
 		p := portRun(t, 3)
 		events := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, p+1, p+2)
 		harness.StartProcess(ctx, t, bins["vllm-sim"], "--host", "127.0.0.1", "--port", strconv.Itoa(p), "--model", model,
 			"--time-scale", "20", "--num-gpu-blocks-override", "600", "--max-model-len", "4096", "--log-level", "warn", "--kv-events-config", events,
-			"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`)
+			"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`, "--lmcache-remote-url", "lm://"+addr(cp))
 		workers = append(workers, fmt.Sprintf("http://127.0.0.1:%d", p))
 	}
-	cp := portRun(t, 3)
-	harness.StartProcess(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
-		"--memory-capacity-bytes", "67108864", "--log-level", "warn")
+	// Two routers over the same workers, so decisions of several strategies
+	// reach the dashboards: kvaware (crediting GPU, L1 and the L2 from the
+	// cache server's events) and roundrobin, which spreads each document
+	// over both workers and so sends the second one to the L2 for it.
 	rp := portRun(t, 1)
 	harness.StartProcess(ctx, t, bins["router"], "--listen", addr(rp), "--workers", strings.Join(workers, ","), "--strategy", "kvaware",
-		"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}", "--log-level", "warn")
-	router := "http://" + addr(rp)
+		"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
+		"--l2-events-endpoints", fmt.Sprintf("tcp://127.0.0.1:%d", cp+3), "--l2-snapshot-urls", "http://"+addr(cp+2), "--l2-hash-seed", "0",
+		"--log-level", "warn")
+	rrp := portRun(t, 1)
+	harness.StartProcess(ctx, t, bins["router"], "--listen", addr(rrp), "--workers", strings.Join(workers, ","), "--strategy", "roundrobin",
+		"--log-level", "warn")
+	routers := []string{"http://" + addr(rp), "http://" + addr(rrp)}
 	cacheHTTP := "http://" + addr(cp+2)
-	for _, u := range append([]string{router + "/ready", cacheHTTP + "/readyz"}, withSuffix(workers, "/health")...) {
+	for _, u := range append(append(withSuffix(routers, "/ready"), cacheHTTP+"/readyz"), withSuffix(workers, "/health")...) {
 		waitOK(ctx, t, u)
 	}
 
@@ -66,7 +78,7 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	// would add.
 	pp := portRun(t, 1)
 	var targets strings.Builder
-	for job, hosts := range map[string][]string{"router": {addr(rp)}, "workers": hostsOf(workers), "cacheserver": {addr(cp + 2)}} {
+	for job, hosts := range map[string][]string{"router": hostsOf(routers), "workers": hostsOf(workers), "cacheserver": {addr(cp + 2)}} {
 		fmt.Fprintf(&targets, "  - job_name: %s\n    static_configs:\n      - targets: [%s]\n        labels: {namespace: test, endpoint: e2e}\n", job, strings.Join(hosts, ", "))
 	}
 	cfg := filepath.Join(dir, "prometheus.yml")
@@ -79,9 +91,9 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	waitOK(ctx, t, prom+"/-/ready")
 
 	// Traffic for every panel: completions and chat, streamed and not,
-	// repeated prompts (prefix and LMCache hits), a request the router
+	// repeated prompts (prefix, L1 and L2 hits), requests the router
 	// rejects, and objects through the cache server.
-	traffic(ctx, t, router, cacheHTTP, model, 12*time.Second)
+	traffic(ctx, t, routers, cacheHTTP, model, 15*time.Second)
 
 	harness.CheckDashboards(ctx, t, prom, filepath.Join("..", "..", "dashboards"))
 
@@ -200,44 +212,57 @@ func waitOK(ctx context.Context, t *testing.T, u string) {
 	}
 }
 
-func traffic(ctx context.Context, t *testing.T, router, cache, model string, d time.Duration) {
+// docs is how many documents the traffic asks about: more than one
+// worker's GPU cache holds (600 blocks of 16 tokens), so prefixes leave the
+// GPU and come back from LMCache's L1 or the L2.
+const docs = 24
+
+func traffic(ctx context.Context, t *testing.T, routers []string, cache, model string, d time.Duration) {
 	t.Helper()
-	doc := strings.Repeat("The quarterly report covers revenue, costs and the outlook. ", 40)
-	post := func(u, ct string, body []byte) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-		req.Header.Set("Content-Type", ct)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	}
-	put := func(u string, body []byte) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-	}
+	doc := strings.Repeat("The quarterly report covers revenue, costs and the outlook. ", 60)
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for w := range 3 {
+	for w := range 4 {
+		router := routers[w%len(routers)]
 		wg.Go(func() {
 			for i := 0; time.Now().Before(end); i++ {
-				doc := fmt.Sprintf("Document %d. %s", (w+i)%3, doc)
+				doc := fmt.Sprintf("Document %d. %s", (w*7+i)%docs, doc)
 				c, _ := json.Marshal(map[string]any{"model": model, "prompt": doc + fmt.Sprintf(" Question %d?", i), "max_tokens": 8, "stream": i%2 == 0})
-				post(router+"/v1/completions", "application/json", c)
+				post(ctx, router+"/v1/completions", c)
 				ch, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 8, "messages": []map[string]string{{"role": "system", "content": doc}, {"role": "user", "content": fmt.Sprintf("Q%d", i)}}})
-				post(router+"/v1/chat/completions", "application/json", ch)
-				post(router+"/v1/completions", "application/json", []byte(`{"model":"no-such-model","prompt":"x"}`))
-				key := fmt.Sprintf("%s/v1/objects/chunk-%d", cache, i%50)
-				put(key, bytes.Repeat([]byte{byte(i)}, 64<<10))
-				if resp, err := http.Get(key); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
+				post(ctx, router+"/v1/chat/completions", ch)
+				if i%4 == 0 { // errors by status: 404 unknown model, 400 malformed
+					post(ctx, router+"/v1/completions", []byte(`{"model":"no-such-model","prompt":"x"}`))
+					post(ctx, router+"/v1/completions", []byte(`{"model":`))
 				}
+				key := fmt.Sprintf("%s/v1/objects/chunk-%d", cache, i%50)
+				put(ctx, key, bytes.Repeat([]byte{byte(i)}, 64<<10))
+				get(ctx, key)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+func post(ctx context.Context, u string, body []byte) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	drain(http.DefaultClient.Do(req))
+}
+
+func put(ctx context.Context, u string, body []byte) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, u, bytes.NewReader(body))
+	drain(http.DefaultClient.Do(req))
+}
+
+func get(ctx context.Context, u string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	drain(http.DefaultClient.Do(req))
+}
+
+func drain(resp *http.Response, err error) {
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }

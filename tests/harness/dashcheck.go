@@ -18,7 +18,8 @@ type PanelQuery struct {
 	Dashboard, Panel, Expr string
 }
 
-// DashboardQueries reads every panel query from dir/*.json.
+// DashboardQueries reads every panel query from dir/*.json, each textbox
+// or constant variable replaced by the value the dashboard ships with.
 func DashboardQueries(t testing.TB, dir string) []PanelQuery {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
@@ -39,13 +40,26 @@ func DashboardQueries(t testing.TB, dir string) []PanelQuery {
 					Expr string `json:"expr"`
 				} `json:"targets"`
 			} `json:"panels"`
+			Templating struct {
+				List []struct {
+					Type, Name string
+					Query      any
+				} `json:"list"`
+			} `json:"templating"`
 		}
 		if err := json.Unmarshal(raw, &d); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
+		var inputs []string
+		for _, v := range d.Templating.List {
+			if q, ok := v.Query.(string); ok && (v.Type == "textbox" || v.Type == "constant") {
+				inputs = append(inputs, "$"+v.Name, q)
+			}
+		}
+		defaults := strings.NewReplacer(inputs...)
 		for _, p := range d.Panels {
 			for _, tg := range p.Targets {
-				out = append(out, PanelQuery{d.Title, p.Title, tg.Expr})
+				out = append(out, PanelQuery{d.Title, p.Title, defaults.Replace(tg.Expr)})
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,22 +39,49 @@ type Options struct {
 	Columns      int
 }
 
-type dashboardJSON struct {
-	Title  string `json:"title"`
-	Panels []struct {
-		Type        string `json:"type"`
-		Title       string `json:"title"`
-		FieldConfig struct {
-			Defaults struct {
-				Unit string `json:"unit"`
-			} `json:"defaults"`
-		} `json:"fieldConfig"`
-		Targets []struct {
-			Expr         string `json:"expr"`
-			LegendFormat string `json:"legendFormat"`
-		} `json:"targets"`
-	} `json:"panels"`
+type panelJSON struct {
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit   string `json:"unit"`
+			Custom struct {
+				AxisLabel string `json:"axisLabel"`
+			} `json:"custom"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
+	Targets []struct {
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+	} `json:"targets"`
 }
+
+type dashboardJSON struct {
+	Title      string      `json:"title"`
+	Panels     []panelJSON `json:"panels"`
+	Templating struct {
+		List []struct {
+			Type  string `json:"type"`
+			Name  string `json:"name"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+// expander replaces the dashboard's variables as Grafana does with "All"
+// selected and every textbox or constant at the value it ships with.
+func (d dashboardJSON) expander(rateInterval string) *strings.Replacer {
+	pairs := []string{"$__rate_interval", rateInterval, "$namespace", ".*", "$endpoint", ".*", "$model", ".*"}
+	for _, v := range d.Templating.List {
+		if q, ok := v.Query.(string); ok && (v.Type == "textbox" || v.Type == "constant") {
+			pairs = append(pairs, "$"+v.Name, q)
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// maxLines bounds the lines of one panel, so its legend fits the chart.
+const maxLines = 8
 
 // Render draws the dashboard in file to a PNG at out. It returns how many
 // panels had data.
@@ -69,67 +97,107 @@ func Render(ctx context.Context, file, out string, o Options) (int, error) {
 	if o.Columns <= 0 {
 		o.Columns = 3
 	}
-	vars := strings.NewReplacer("$__rate_interval", o.RateInterval, "$namespace", ".*", "$endpoint", ".*", "$model", ".*")
+	vars := d.expander(o.RateInterval)
 	var plots []*plot.Plot
 	withData := 0
 	for _, p := range d.Panels {
 		if p.Type != "timeseries" && p.Type != "stat" {
 			continue // rows
 		}
-		pl := plot.New()
-		pl.Title.Text = p.Title
-		pl.Title.TextStyle.Font.Size = vg.Points(9)
-		pl.X.Label.Text = "seconds"
-		pl.Y.Label.Text = p.FieldConfig.Defaults.Unit
-		pl.X.Tick.Label.Font.Size = vg.Points(7)
-		pl.Y.Tick.Label.Font.Size = vg.Points(7)
-		pl.Legend.TextStyle.Font.Size = vg.Points(6)
-		pl.Legend.Top = true
-		lines := 0
-		for _, tg := range p.Targets {
-			series, err := queryRange(ctx, o, vars.Replace(tg.Expr))
-			if err != nil {
-				return withData, fmt.Errorf("dashrender: %s / %s: %w", d.Title, p.Title, err)
-			}
-			for _, s := range series {
-				if len(s.points) == 0 || lines >= 8 {
-					continue
-				}
-				line, err := plotter.NewLine(s.points)
-				if err != nil {
-					return withData, err
-				}
-				line.Color = plotutil.Color(lines)
-				line.Width = vg.Points(1.2)
-				pl.Add(line)
-				pl.Legend.Add(legend(tg.LegendFormat, s.labels), line)
-				lines++
-			}
+		pl, has, err := panelPlot(ctx, o, vars, p)
+		if err != nil {
+			return withData, fmt.Errorf("dashrender: %s / %s: %w", d.Title, p.Title, err)
 		}
-		if lines > 0 {
+		if has {
 			withData++
-		} else {
-			pl.Title.Text += " (no data)"
-			pl.Title.TextStyle.Color = color.RGBA{R: 200, A: 255}
 		}
 		plots = append(plots, pl)
 	}
-	rows := (len(plots) + o.Columns - 1) / o.Columns
+	return withData, drawGrid(out, d.Title, plots, o.Columns)
+}
+
+// line is one series of a panel, named by its legend.
+type line struct {
+	name   string
+	points plotter.XYs
+}
+
+// panelPlot runs a panel's queries and draws their series in the panel's
+// unit, spelled out and scaled (ms, %, MiB/s) as Grafana would show it.
+func panelPlot(ctx context.Context, o Options, vars *strings.Replacer, p panelJSON) (*plot.Plot, bool, error) {
+	var lines []line
+	peak := 0.0
+	for _, tg := range p.Targets {
+		series, err := queryRange(ctx, o, vars.Replace(tg.Expr))
+		if err != nil {
+			return nil, false, err
+		}
+		for _, s := range series {
+			if len(s.points) == 0 || len(lines) >= maxLines {
+				continue
+			}
+			for _, pt := range s.points {
+				peak = max(peak, math.Abs(pt.Y))
+			}
+			lines = append(lines, line{name: legend(tg.LegendFormat, s.labels, p.Title), points: s.points})
+		}
+	}
+	label, factor := axis(p.FieldConfig.Defaults.Unit, peak)
+	if p.FieldConfig.Defaults.Custom.AxisLabel != "" {
+		label = p.FieldConfig.Defaults.Custom.AxisLabel
+	}
+	pl := newPlot(p.Title, label)
+	for i, l := range lines {
+		scaled := make(plotter.XYs, len(l.points))
+		for j, pt := range l.points {
+			scaled[j] = plotter.XY{X: pt.X, Y: pt.Y * factor}
+		}
+		ln, err := plotter.NewLine(scaled)
+		if err != nil {
+			return nil, false, err
+		}
+		ln.Color = plotutil.Color(i)
+		ln.Width = vg.Points(1.2)
+		pl.Add(ln)
+		pl.Legend.Add(l.name, ln)
+	}
+	if len(lines) == 0 {
+		pl.Title.Text += " (no data)"
+		pl.Title.TextStyle.Color = color.RGBA{R: 200, A: 255}
+	}
+	return pl, len(lines) > 0, nil
+}
+
+func newPlot(title, yLabel string) *plot.Plot {
+	pl := plot.New()
+	pl.Title.Text = title
+	pl.Title.TextStyle.Font.Size = vg.Points(9)
+	pl.X.Label.Text = "seconds"
+	pl.Y.Label.Text = yLabel
+	pl.X.Tick.Label.Font.Size = vg.Points(7)
+	pl.Y.Tick.Label.Font.Size = vg.Points(7)
+	pl.Legend.TextStyle.Font.Size = vg.Points(6)
+	pl.Legend.Top = true
+	return pl
+}
+
+// drawGrid lays the panels out Columns wide under the dashboard's title.
+func drawGrid(out, title string, plots []*plot.Plot, columns int) error {
+	rows := (len(plots) + columns - 1) / columns
 	grid := make([][]*plot.Plot, rows)
 	for i := range grid {
-		grid[i] = make([]*plot.Plot, o.Columns)
-		for j := range o.Columns {
-			if k := i*o.Columns + j; k < len(plots) {
+		grid[i] = make([]*plot.Plot, columns)
+		for j := range columns {
+			if k := i*columns + j; k < len(plots) {
 				grid[i][j] = plots[k]
 			}
 		}
 	}
-	img := vgimg.New(vg.Points(float64(300*o.Columns)), vg.Points(float64(200*rows+30)))
+	img := vgimg.New(vg.Points(float64(300*columns)), vg.Points(float64(200*rows+30)))
 	dc := draw.New(img)
-	title := draw.Crop(dc, 0, 0, 0, 0)
-	title.FillText(draw.TextStyle{Color: color.Black, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler, XAlign: draw.XCenter},
-		vg.Point{X: dc.Size().X / 2, Y: dc.Size().Y - vg.Points(18)}, d.Title)
-	canvases := plot.Align(grid, draw.Tiles{Rows: rows, Cols: o.Columns, PadX: vg.Points(8), PadY: vg.Points(8), PadTop: vg.Points(30)}, dc)
+	dc.FillText(draw.TextStyle{Color: color.Black, Font: plot.DefaultFont, Handler: plot.DefaultTextHandler, XAlign: draw.XCenter},
+		vg.Point{X: dc.Size().X / 2, Y: dc.Size().Y - vg.Points(18)}, title)
+	canvases := plot.Align(grid, draw.Tiles{Rows: rows, Cols: columns, PadX: vg.Points(8), PadY: vg.Points(8), PadTop: vg.Points(30)}, dc)
 	for i := range grid {
 		for j := range grid[i] {
 			if grid[i][j] != nil {
@@ -139,13 +207,51 @@ func Render(ctx context.Context, file, out string, o Options) (int, error) {
 	}
 	f, err := os.Create(out)
 	if err != nil {
-		return withData, err
+		return err
 	}
 	defer f.Close()
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		return withData, err
+		return err
 	}
-	return withData, f.Close()
+	return f.Close()
+}
+
+// unitWords spells out Grafana's unit ids the dashboards use, with the
+// factor a value is multiplied by to read in that unit.
+var unitWords = map[string]struct {
+	label  string
+	factor float64
+}{
+	"s":           {"ms", 1000},
+	"percentunit": {"%", 100},
+	"reqps":       {"req/s", 1},
+	"ops":         {"ops/s", 1},
+	"tokens/s":    {"tokens/s", 1},
+	"currencyUSD": {"$", 1},
+	"none":        {"", 1},
+	"short":       {"", 1},
+}
+
+// byteUnits are the binary multiples Grafana's bytes units step through.
+var byteUnits = []string{"bytes", "KiB", "MiB", "GiB", "TiB"}
+
+// axis is the y-axis label for a Grafana unit id and the factor that
+// converts values to it; byte units are scaled so peak reads below 1024.
+func axis(unit string, peak float64) (string, float64) {
+	if w, ok := unitWords[unit]; ok {
+		return w.label, w.factor
+	}
+	if unit == "bytes" || unit == "Bps" {
+		i, factor := 0, 1.0
+		for peak*factor >= 1024 && i < len(byteUnits)-1 {
+			i, factor = i+1, factor/1024
+		}
+		if unit == "Bps" {
+			return byteUnits[i] + "/s", factor
+		}
+		return byteUnits[i], factor
+	}
+	return unit, 1
 }
 
 type series struct {
@@ -202,12 +308,29 @@ func queryRange(ctx context.Context, o Options, expr string) ([]series, error) {
 
 var legendRef = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 
-// legend fills a Grafana legend format from a series' labels.
-func legend(format string, labels map[string]string) string {
+// legend fills a Grafana legend format from a series' labels. Without a
+// format it is the series' labels, or the panel's title when it has none.
+func legend(format string, labels map[string]string, title string) string {
 	if format == "" {
-		return "value"
+		return labelSet(labels, title)
 	}
 	return legendRef.ReplaceAllStringFunc(format, func(m string) string {
 		return labels[legendRef.FindStringSubmatch(m)[1]]
 	})
+}
+
+// labelSet is labels as {a="1", b="2"} (sorted, __name__ left out), or
+// fallback when there are none.
+func labelSet(labels map[string]string, fallback string) string {
+	var parts []string
+	for k, v := range labels {
+		if k != "__name__" {
+			parts = append(parts, k+"="+strconv.Quote(v))
+		}
+	}
+	if len(parts) == 0 {
+		return fallback
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, ", ") + "}"
 }

@@ -1,0 +1,71 @@
+package dashrender
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestAxis: every unit the dashboards use reads in words, scaled as
+// Grafana shows it, and no raw unit id reaches an axis.
+func TestAxis(t *testing.T) {
+	for _, tc := range []struct {
+		unit   string
+		peak   float64
+		label  string
+		factor float64
+	}{
+		{"s", 0.25, "ms", 1000},
+		{"percentunit", 0.9, "%", 100},
+		{"reqps", 3, "req/s", 1},
+		{"ops", 3, "ops/s", 1},
+		{"tokens/s", 100, "tokens/s", 1},
+		{"currencyUSD", 0.01, "$", 1},
+		{"none", 2, "", 1},
+		{"short", 2, "", 1},
+		{"bytes", 512, "bytes", 1},
+		{"bytes", 64 << 20, "MiB", 1.0 / (1 << 20)},
+		{"Bps", 3 << 20, "MiB/s", 1.0 / (1 << 20)},
+		{"Bps", 2 << 10, "KiB/s", 1.0 / (1 << 10)},
+		{"Bps", 0, "bytes/s", 1},
+	} {
+		label, factor := axis(tc.unit, tc.peak)
+		if label != tc.label || factor != tc.factor {
+			t.Errorf("axis(%q, %g) = %q, %g; want %q, %g", tc.unit, tc.peak, label, factor, tc.label, tc.factor)
+		}
+	}
+}
+
+// TestLegend: a format names the series from its labels; without one the
+// series' own labels, or the panel title, stand in — never "value".
+func TestLegend(t *testing.T) {
+	for _, tc := range []struct {
+		format string
+		labels map[string]string
+		want   string
+	}{
+		{"{{strategy}} → {{worker}}", map[string]string{"strategy": "kvaware", "worker": "w1"}, "kvaware → w1"},
+		{"HTTP {{ code }}", map[string]string{"code": "404"}, "HTTP 404"},
+		{"", map[string]string{"tier": "memory", "__name__": "x"}, `{tier="memory"}`},
+		{"", map[string]string{"b": "2", "a": "1"}, `{a="1", b="2"}`},
+		{"", nil, "Panel"},
+	} {
+		if got := legend(tc.format, tc.labels, "Panel"); got != tc.want {
+			t.Errorf("legend(%q, %v) = %q, want %q", tc.format, tc.labels, got, tc.want)
+		}
+	}
+}
+
+// TestExpander: textbox inputs take the value they ship with, so a cost
+// query runs at the dashboard's default price.
+func TestExpander(t *testing.T) {
+	raw := `{"templating":{"list":[{"type":"query","name":"namespace","query":"label_values(x, namespace)"},
+		{"type":"textbox","name":"gpu_hour_price","query":"3.78"},{"type":"constant","name":"k","query":"2"}]}}`
+	var d dashboardJSON
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		t.Fatal(err)
+	}
+	got := d.expander("20s").Replace(`$gpu_hour_price * $k * rate(x{namespace=~"$namespace"}[$__rate_interval])`)
+	if want := `3.78 * 2 * rate(x{namespace=~".*"}[20s])`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
