@@ -44,9 +44,12 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	// Workers and the kvaware router hash LMCache chunks from one seed, so
 	// a chunk one worker wrote to the L2 is found by the other.
 	t.Setenv("PYTHONHASHSEED", "0")
+	// A 1 GB LMCache L1 (32 chunks of this model's KV) holds less than the
+	// traffic's documents, so chunks leave L1 and are read back from the L2.
+	t.Setenv("LMCACHE_MAX_LOCAL_CPU_SIZE", "1")
 	cp := portRun(t, 4)
 	harness.StartProcess(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
-		"--kv-events-endpoint", fmt.Sprintf("tcp://*:%d", cp+3), "--memory-capacity-bytes", "67108864", "--log-level", "warn")
+		"--kv-events-endpoint", fmt.Sprintf("tcp://*:%d", cp+3), "--memory-capacity-bytes", "134217728", "--log-level", "warn")
 	var workers []string
 	for range 2 {
 		p := portRun(t, 3)
@@ -89,6 +92,7 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 		"--web.listen-address="+addr(pp), "--log.level=warn")
 	prom := "http://" + addr(pp)
 	waitOK(ctx, t, prom+"/-/ready")
+	waitScraped(ctx, t, prom, len(routers)+len(workers)+1)
 
 	// Traffic for every panel: completions and chat, streamed and not,
 	// repeated prompts (prefix, L1 and L2 hits), requests the router
@@ -117,6 +121,26 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 		}
 	}
 	t.Logf("dashrender:\n%s", out)
+}
+
+// waitScraped waits until Prometheus has scraped n targets, so the
+// rendered window holds the traffic from its first request: a loaded
+// machine can take seconds from ready to the first scrape.
+func waitScraped(ctx context.Context, t *testing.T, prom string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		got, err := harness.PromQuery(ctx, prom, "up == 1")
+		if err == nil && got >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Prometheus scraped %d of %d targets (%v)", got, n, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

@@ -44,7 +44,9 @@ type panelJSON struct {
 	Title       string `json:"title"`
 	FieldConfig struct {
 		Defaults struct {
-			Unit   string `json:"unit"`
+			Unit   string   `json:"unit"`
+			Min    *float64 `json:"min"`
+			Max    *float64 `json:"max"`
 			Custom struct {
 				AxisLabel string `json:"axisLabel"`
 			} `json:"custom"`
@@ -161,11 +163,26 @@ func panelPlot(ctx context.Context, o Options, vars *strings.Replacer, p panelJS
 		pl.Add(ln)
 		pl.Legend.Add(l.name, ln)
 	}
+	bound(pl, p.FieldConfig.Defaults.Min, p.FieldConfig.Defaults.Max, factor)
 	if len(lines) == 0 {
 		pl.Title.Text += " (no data)"
 		pl.Title.TextStyle.Color = color.RGBA{R: 200, A: 255}
 	}
 	return pl, len(lines) > 0, nil
+}
+
+// bound applies the panel's axis limits as Grafana does (ratios: 0..100%),
+// so a flat zero line sits on the floor instead of mid-chart.
+func bound(pl *plot.Plot, lo, hi *float64, factor float64) {
+	if lo != nil {
+		pl.Y.Min = *lo * factor
+	}
+	if hi != nil {
+		pl.Y.Max = *hi * factor
+	}
+	if pl.Y.Max <= pl.Y.Min {
+		pl.Y.Max = pl.Y.Min + 1
+	}
 }
 
 func newPlot(title, yLabel string) *plot.Plot {
@@ -309,14 +326,17 @@ func queryRange(ctx context.Context, o Options, expr string) ([]series, error) {
 var legendRef = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 
 // legend fills a Grafana legend format from a series' labels. Without a
-// format it is the series' labels, or the panel's title when it has none.
+// format, or when the labels it names are missing (the 0 of an `or on()
+// vector(0)`), it is the series' labels, or the panel's title when it has
+// none.
 func legend(format string, labels map[string]string, title string) string {
-	if format == "" {
-		return labelSet(labels, title)
-	}
-	return legendRef.ReplaceAllStringFunc(format, func(m string) string {
+	filled := legendRef.ReplaceAllStringFunc(format, func(m string) string {
 		return labels[legendRef.FindStringSubmatch(m)[1]]
 	})
+	if strings.TrimSpace(filled) == "" {
+		return labelSet(labels, title)
+	}
+	return filled
 }
 
 // labelSet is labels as {a="1", b="2"} (sorted, __name__ left out), or

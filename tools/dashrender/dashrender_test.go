@@ -48,6 +48,7 @@ func TestLegend(t *testing.T) {
 		{"", map[string]string{"tier": "memory", "__name__": "x"}, `{tier="memory"}`},
 		{"", map[string]string{"b": "2", "a": "1"}, `{a="1", b="2"}`},
 		{"", nil, "Panel"},
+		{"{{worker}}", map[string]string{}, "Panel"},
 	} {
 		if got := legend(tc.format, tc.labels, "Panel"); got != tc.want {
 			t.Errorf("legend(%q, %v) = %q, want %q", tc.format, tc.labels, got, tc.want)
@@ -56,9 +57,10 @@ func TestLegend(t *testing.T) {
 }
 
 // TestExpander: textbox inputs take the value they ship with, so a cost
-// query runs at the dashboard's default price.
+// query runs at the dashboard's default price; a panel's axis limits are
+// read with it.
 func TestExpander(t *testing.T) {
-	raw := `{"templating":{"list":[{"type":"query","name":"namespace","query":"label_values(x, namespace)"},
+	raw := `{"panels":[{"fieldConfig":{"defaults":{"unit":"percentunit","min":0,"max":1}}}],"templating":{"list":[{"type":"query","name":"namespace","query":"label_values(x, namespace)"},
 		{"type":"textbox","name":"gpu_hour_price","query":"3.78"},{"type":"constant","name":"k","query":"2"}]}}`
 	var d dashboardJSON
 	if err := json.Unmarshal([]byte(raw), &d); err != nil {
@@ -67,5 +69,33 @@ func TestExpander(t *testing.T) {
 	got := d.expander("20s").Replace(`$gpu_hour_price * $k * rate(x{namespace=~"$namespace"}[$__rate_interval])`)
 	if want := `3.78 * 2 * rate(x{namespace=~".*"}[20s])`; got != want {
 		t.Errorf("got %s, want %s", got, want)
+	}
+	if lim := d.Panels[0].FieldConfig.Defaults; lim.Min == nil || *lim.Min != 0 || lim.Max == nil || *lim.Max != 1 {
+		t.Errorf("axis limits not read: %+v", lim)
+	}
+}
+
+// TestBound: a panel's min and max scale with its unit, and a flat line
+// still gets a visible range.
+func TestBound(t *testing.T) {
+	zero, one := 0.0, 1.0
+	for _, tc := range []struct {
+		name           string
+		lo, hi         *float64
+		factor         float64
+		dataLo, dataHi float64
+		wantLo, wantHi float64
+	}{
+		{"ratio as percent", &zero, &one, 100, 0.2, 0.3, 0, 100},
+		{"floor only", &zero, nil, 1, 2, 5, 0, 5},
+		{"flat zero", &zero, nil, 100, 0, 0, 0, 1},
+		{"unbounded", nil, nil, 1, 2, 5, 2, 5},
+	} {
+		pl := newPlot("p", "")
+		pl.Y.Min, pl.Y.Max = tc.dataLo, tc.dataHi
+		bound(pl, tc.lo, tc.hi, tc.factor)
+		if pl.Y.Min != tc.wantLo || pl.Y.Max != tc.wantHi {
+			t.Errorf("%s: %g..%g, want %g..%g", tc.name, pl.Y.Min, pl.Y.Max, tc.wantLo, tc.wantHi)
+		}
 	}
 }

@@ -120,8 +120,8 @@ func overviewNow() Row {
 			Description: "Generated tokens per second across the selected workers.",
 			Queries:     []Query{{Expr: "sum(rate(vllm:generation_tokens_total{" + selModel + "}" + rate + "))", Legend: "all workers"}}},
 		{Title: "Healthy workers", Kind: Stat, Unit: "none", Width: 6,
-			Description: "Workers passing the router's health checks and not ejected.",
-			Queries:     []Query{{Expr: "sum(warmpath_router_worker_healthy{" + sel + "})", Legend: "healthy workers"}}},
+			Description: "Workers passing the router's health checks and not ejected (a worker counts once however many router replicas watch it).",
+			Queries:     []Query{{Expr: "sum(max by (worker) (warmpath_router_worker_healthy{" + sel + "}))", Legend: "healthy workers"}}},
 	}}
 }
 
@@ -352,7 +352,7 @@ func routingIndex() Row {
 			}},
 		{Title: "Tokenization", Unit: "ops",
 			Description: "Prompt tokenizations for kvaware: from the cache, by a worker, or failed (routed by prefixaware).",
-			Queries:     []Query{{Expr: "sum by (result) (rate(warmpath_router_tokenize_total{" + sel + "}" + rate + ")) or vector(0)", Legend: "{{result}}"}}},
+			Queries:     []Query{{Expr: "sum by (result) (rate(warmpath_router_tokenize_total{" + sel + "}" + rate + ")) or on() vector(0)", Legend: "{{result}}"}}},
 	}}
 }
 
@@ -360,12 +360,12 @@ func routingFailures() Row {
 	return Row{Title: "Failures", Panels: []Panel{
 		{Title: "Retries", Unit: "ops", Width: 8,
 			Description: "Requests moved to another worker before any byte reached the client, by reason (0 when none).",
-			Queries:     []Query{{Expr: "sum by (reason) (rate(warmpath_router_retries_total{" + sel + "}" + rate + ")) or vector(0)", Legend: "{{reason}}"}}},
+			Queries:     []Query{{Expr: "sum by (reason) (rate(warmpath_router_retries_total{" + sel + "}" + rate + ")) or on() vector(0)", Legend: "{{reason}}"}}},
 		{Title: "Ejections", Unit: "ops", Width: 8,
 			Description: "Workers ejected after consecutive failures (0 when none).",
-			Queries:     []Query{{Expr: "sum by (worker) (rate(warmpath_router_ejections_total{" + sel + "}" + rate + ")) or vector(0)", Legend: "{{worker}}"}}},
+			Queries:     []Query{{Expr: "sum by (worker) (rate(warmpath_router_ejections_total{" + sel + "}" + rate + ")) or on() vector(0)", Legend: "{{worker}}"}}},
 		{Title: "Rejections", Unit: "ops", Width: 8,
 			Description: "Requests the router answered itself, by reason: over capacity, no worker, bad request…",
-			Queries:     []Query{{Expr: "sum by (reason) (rate(warmpath_router_rejections_total{" + sel + "}" + rate + ")) or vector(0)", Legend: "{{reason}}"}}},
+			Queries:     []Query{{Expr: "sum by (reason) (rate(warmpath_router_rejections_total{" + sel + "}" + rate + ")) or on() vector(0)", Legend: "{{reason}}"}}},
 	}}
 }
