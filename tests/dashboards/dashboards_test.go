@@ -109,8 +109,10 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	} else if !filepath.IsAbs(pngs) {
 		pngs = filepath.Join("..", "..", pngs)
 	}
+	// A 5 s rate window (5 scrapes) settles within the short run, where
+	// the 20 s one the check uses would draw every rate as a ramp.
 	render := exec.CommandContext(ctx, bins["dashrender"], "--prometheus", prom, "--dashboards", filepath.Join("..", "..", "dashboards"),
-		"--out", pngs, "--window", "30s")
+		"--out", pngs, "--window", "30s", "--rate-interval", "5s")
 	out, err := render.CombinedOutput()
 	if err != nil {
 		t.Fatalf("dashrender: %v\n%s", err, out)
