@@ -69,6 +69,16 @@ const (
 
 func f(v float64) *float64 { return &v }
 
+// sumRate is the per-second rate of a counter summed by the labels in by
+// (all series when by is empty), the shape most panels plot.
+func sumRate(by, metric, selector string) string {
+	agg := "sum"
+	if by != "" {
+		agg = "sum by (" + by + ") "
+	}
+	return agg + "(rate(" + metric + "{" + selector + "}" + rate + "))"
+}
+
 // quantiles are the usual latency quantiles of a histogram.
 func quantiles(metric, selector, who string) []Query {
 	var qs []Query
@@ -118,7 +128,7 @@ func overviewNow() Row {
 			Queries:     []Query{{Expr: "sum(rate(vllm:prefix_cache_hits_total{" + selModel + "}" + rate + ")) / sum(rate(vllm:prefix_cache_queries_total{" + selModel + "}" + rate + "))", Legend: "GPU prefix cache"}}},
 		{Title: "Output throughput", Kind: Stat, Unit: "tokens/s", Width: 6,
 			Description: "Generated tokens per second across the selected workers.",
-			Queries:     []Query{{Expr: "sum(rate(vllm:generation_tokens_total{" + selModel + "}" + rate + "))", Legend: "all workers"}}},
+			Queries:     []Query{{Expr: sumRate("", "vllm:generation_tokens_total", selModel), Legend: "all workers"}}},
 		{Title: "Healthy workers", Kind: Stat, Unit: "none", Width: 6,
 			Description: "Workers passing the router's health checks and not ejected (a worker counts once however many router replicas watch it).",
 			Queries:     []Query{{Expr: "sum(max by (worker) (warmpath_router_worker_healthy{" + sel + "}))", Legend: "healthy workers"}}},
@@ -157,7 +167,7 @@ func overviewWorkers() Row {
 	return Row{Title: "Workers", Panels: []Panel{
 		{Title: "Output tokens per second", Unit: "tokens/s", Width: 8,
 			Description: "Generated tokens per second, per worker.",
-			Queries:     []Query{{Expr: "sum by (instance) (rate(vllm:generation_tokens_total{" + selModel + "}" + rate + "))", Legend: "{{instance}}"}}},
+			Queries:     []Query{{Expr: sumRate("instance", "vllm:generation_tokens_total", selModel), Legend: "{{instance}}"}}},
 		{Title: "Queue depth: running and waiting requests", Unit: "none", AxisLabel: "requests", Width: 8,
 			Description: "Requests each worker is running and holding in its queue (vllm:num_requests_running, _waiting), and requests the router holds waiting for a concurrency slot: a growing waiting line is a fleet short of GPUs.",
 			Queries: []Query{
@@ -176,8 +186,8 @@ func overviewWorkers() Row {
 // per 1K tokens at the traffic actually served.
 func overviewCost() Row {
 	perHour := "$gpu_hour_price * count(vllm:num_requests_running{" + selModel + "}) * $gpus_per_worker"
-	output := "sum(rate(vllm:generation_tokens_total{" + selModel + "}" + rate + "))"
-	prompt := "sum(rate(vllm:prompt_tokens_total{" + selModel + "}" + rate + "))"
+	output := sumRate("", "vllm:generation_tokens_total", selModel)
+	prompt := sumRate("", "vllm:prompt_tokens_total", selModel)
 	per1K := func(tokens string) string { return "(" + perHour + ") / 3600 / ((" + tokens + ") / 1000)" }
 	return Row{Title: "Cost", Panels: []Panel{
 		{Title: "Fleet cost per hour", Kind: Stat, Unit: "currencyUSD", Width: 6,
@@ -203,8 +213,8 @@ func kvCache() Dashboard {
 // kvTiers compares the tiers side by side. LMCache counts L1 and L2 hits
 // together, so the L2's own share comes from the cache server.
 func kvTiers() Row {
-	hits := "sum by (tier) (rate(warmpath_cache_hits_total{" + sel + "}" + rate + "))"
-	misses := "sum by (tier) (rate(warmpath_cache_misses_total{" + sel + "}" + rate + "))"
+	hits := sumRate("tier", "warmpath_cache_hits_total", sel)
+	misses := sumRate("tier", "warmpath_cache_misses_total", sel)
 	return Row{Title: "Tiers", Panels: []Panel{
 		{Title: "Hit rate by tier", Unit: "percentunit", Min: f(0), Max: f(1), Width: 8,
 			Description: "GPU: share of prompt tokens vLLM's prefix cache held. L1+L2: share of the tokens missing from the GPU that LMCache supplied (vllm:external_prefix_cache_hits / queries). L2: share of cache-server lookups found, per cache-server tier.",
@@ -216,15 +226,15 @@ func kvTiers() Row {
 		{Title: "Tokens loaded and stored per tier", Unit: "tokens/s", Width: 8,
 			Description: "Prompt tokens the GPU prefix cache served, tokens LMCache loaded into the GPU from L1 or L2 (lmcache:num_hit_tokens), and tokens stored from the GPU into L1 (lmcache:num_stored_tokens).",
 			Queries: []Query{
-				{Expr: "sum(rate(vllm:prefix_cache_hits_total{" + selModel + "}" + rate + "))", Legend: "GPU hits"},
-				{Expr: "sum(rate(lmcache:num_hit_tokens_total{" + selModel + "}" + rate + "))", Legend: "L1/L2 → GPU"},
-				{Expr: "sum(rate(lmcache:num_stored_tokens_total{" + selModel + "}" + rate + "))", Legend: "GPU → L1"},
+				{Expr: sumRate("", "vllm:prefix_cache_hits_total", selModel), Legend: "GPU hits"},
+				{Expr: sumRate("", "lmcache:num_hit_tokens_total", selModel), Legend: "L1/L2 → GPU"},
+				{Expr: sumRate("", "lmcache:num_stored_tokens_total", selModel), Legend: "GPU → L1"},
 			}},
 		{Title: "Bytes moved to and from L2", Unit: "Bps", Width: 8,
 			Description: "KV bytes each worker's LMCache read from the L2 into L1 and wrote from L1 to the L2 (lmcache:num_remote_read_bytes, _write_bytes).",
 			Queries: []Query{
-				{Expr: "sum by (instance) (rate(lmcache:num_remote_read_bytes_total{" + selModel + "}" + rate + "))", Legend: "{{instance}} L2 → L1"},
-				{Expr: "sum by (instance) (rate(lmcache:num_remote_write_bytes_total{" + selModel + "}" + rate + "))", Legend: "{{instance}} L1 → L2"},
+				{Expr: sumRate("instance", "lmcache:num_remote_read_bytes_total", selModel), Legend: "{{instance}} L2 → L1"},
+				{Expr: sumRate("instance", "lmcache:num_remote_write_bytes_total", selModel), Legend: "{{instance}} L1 → L2"},
 			}},
 	}}
 }
@@ -239,7 +249,7 @@ func kvWorkers() Row {
 			Queries:     []Query{{Expr: "sum by (instance) (rate(lmcache:num_lookup_hits_total{" + selModel + "}" + rate + ")) / sum by (instance) (rate(lmcache:num_lookup_tokens_total{" + selModel + "}" + rate + "))", Legend: "{{instance}}"}}},
 		{Title: "Tokens served from LMCache", Unit: "tokens/s",
 			Description: "Prompt tokens each worker loaded from LMCache (L1 or L2) instead of computing them (lmcache:num_hit_tokens).",
-			Queries:     []Query{{Expr: "sum by (instance) (rate(lmcache:num_hit_tokens_total{" + selModel + "}" + rate + "))", Legend: "{{instance}}"}}},
+			Queries:     []Query{{Expr: sumRate("instance", "lmcache:num_hit_tokens_total", selModel), Legend: "{{instance}}"}}},
 		{Title: "Per-request LMCache hit rate", Unit: "percentunit", Min: f(0), Max: f(1),
 			Description: "Quantiles of the share of each request's tokens LMCache held (lmcache:request_cache_hit_rate).",
 			Queries: []Query{
@@ -260,8 +270,8 @@ func kvCacheServer() Row {
 		{Title: "Hits and misses by tier", Unit: "ops",
 			Description: "Lookups the cache server served, or missed, per tier.",
 			Queries: []Query{
-				{Expr: "sum by (tier) (rate(warmpath_cache_hits_total{" + sel + "}" + rate + "))", Legend: "{{tier}} hits"},
-				{Expr: "sum by (tier) (rate(warmpath_cache_misses_total{" + sel + "}" + rate + "))", Legend: "{{tier}} misses"},
+				{Expr: sumRate("tier", "warmpath_cache_hits_total", sel), Legend: "{{tier}} hits"},
+				{Expr: sumRate("tier", "warmpath_cache_misses_total", sel), Legend: "{{tier}} misses"},
 			}},
 		{Title: "Stored bytes and capacity by tier", Unit: "bytes",
 			Description: "Bytes resident per tier, overhead included, against the configured capacity.",
@@ -271,22 +281,22 @@ func kvCacheServer() Row {
 			}},
 		{Title: "Evictions", Unit: "ops",
 			Description: "Objects evicted for space, per tier.",
-			Queries:     []Query{{Expr: "sum by (tier) (rate(warmpath_cache_evictions_total{" + sel + "}" + rate + "))", Legend: "{{tier}}"}}},
+			Queries:     []Query{{Expr: sumRate("tier", "warmpath_cache_evictions_total", sel), Legend: "{{tier}}"}}},
 		{Title: "GET and PUT latency (p99)", Unit: "s",
 			Description: "99th percentile time to serve a request, per protocol and operation.",
 			Queries:     []Query{{Expr: "histogram_quantile(0.99, sum by (le, protocol, op) (rate(warmpath_cache_request_duration_seconds_bucket{" + sel + "}" + rate + ")))", Legend: "{{protocol}} {{op}}"}}},
 		{Title: "Throughput", Unit: "Bps",
 			Description: "Value bytes received (PUT/SET) and sent (GET), per protocol.",
 			Queries: []Query{
-				{Expr: "sum by (protocol) (rate(warmpath_cache_received_bytes_total{" + sel + "}" + rate + "))", Legend: "{{protocol}} in"},
-				{Expr: "sum by (protocol) (rate(warmpath_cache_sent_bytes_total{" + sel + "}" + rate + "))", Legend: "{{protocol}} out"},
+				{Expr: sumRate("protocol", "warmpath_cache_received_bytes_total", sel), Legend: "{{protocol}} in"},
+				{Expr: sumRate("protocol", "warmpath_cache_sent_bytes_total", sel), Legend: "{{protocol}} out"},
 			}},
 		{Title: "Forwarded requests (cluster mode)", Unit: "ops",
 			Description: "Requests a node sent to the key's owning peer, by operation and result; errors are peers that failed, answered as misses.",
-			Queries:     []Query{{Expr: "sum by (op, result) (rate(warmpath_cache_forwarded_requests_total{" + sel + "}" + rate + "))", Legend: "{{op}} {{result}}"}}},
+			Queries:     []Query{{Expr: sumRate("op, result", "warmpath_cache_forwarded_requests_total", sel), Legend: "{{op}} {{result}}"}}},
 		{Title: "Requests by result", Unit: "ops",
 			Description: "Cache-server requests per protocol, operation and result.",
-			Queries:     []Query{{Expr: "sum by (protocol, op, result) (rate(warmpath_cache_requests_total{" + sel + "}" + rate + "))", Legend: "{{protocol}} {{op}} {{result}}"}}},
+			Queries:     []Query{{Expr: sumRate("protocol, op, result", "warmpath_cache_requests_total", sel), Legend: "{{protocol}} {{op}} {{result}}"}}},
 	}}
 }
 
@@ -315,11 +325,11 @@ func routingDecisions() Row {
 			Description: "Requests each strategy routed, and the cache-aware decisions that had nothing to route on, by reason (no_prefix_cached: no worker held any of the prompt; no_tokens: kvaware routed by prefixaware). A strategy that mostly falls back routes by load alone.",
 			Queries: []Query{
 				{Expr: "sum by (strategy) (rate(" + routed + rate + "))", Legend: "{{strategy}}: routed"},
-				{Expr: "sum by (strategy, reason) (rate(warmpath_router_routing_fallbacks_total{" + sel + "}" + rate + "))", Legend: "{{strategy}}: fallback, {{reason}}"},
+				{Expr: sumRate("strategy, reason", "warmpath_router_routing_fallbacks_total", sel), Legend: "{{strategy}}: fallback, {{reason}}"},
 			}},
 		{Title: "Cache credited to decisions, by tier", Unit: "short", AxisLabel: "blocks/s",
 			Description: "Prompt blocks kvaware believed cached on the worker it chose, by the tier it credited (gpu, cpu: LMCache L1, l2: the shared cache): why it chose that worker.",
-			Queries:     []Query{{Expr: "sum by (strategy, tier) (rate(warmpath_router_credited_blocks_total{" + sel + "}" + rate + "))", Legend: "{{strategy}}: {{tier}}"}}},
+			Queries:     []Query{{Expr: sumRate("strategy, tier", "warmpath_router_credited_blocks_total", sel), Legend: "{{strategy}}: {{tier}}"}}},
 		{Title: "Load imbalance (max / mean per worker)", Unit: "none", AxisLabel: "max / mean (1 = balanced)", Min: f(0),
 			Description: "The busiest worker over the mean worker, by request rate and by requests in flight: 1 is perfect balance, 2 means one worker carries twice its share. In flight reads 0 when the fleet is idle.",
 			Queries: []Query{
@@ -342,12 +352,12 @@ func routingIndex() Row {
 			Queries:     []Query{{Expr: "sum by (tier) (warmpath_router_kv_index_blocks{" + sel + "})", Legend: "{{tier}}"}}},
 		{Title: "KV event rate", Unit: "ops",
 			Description: "KV-cache events applied to the index, per worker.",
-			Queries:     []Query{{Expr: "sum by (worker) (rate(warmpath_router_kv_events_total{" + sel + "}" + rate + "))", Legend: "{{worker}}"}}},
+			Queries:     []Query{{Expr: sumRate("worker", "warmpath_router_kv_events_total", sel), Legend: "{{worker}}"}}},
 		{Title: "Sequence gaps, replays and lost batches", Unit: "ops",
 			Description: "Gaps in workers' event streams, replays asked to repair them, and batches no replay could return (0 when all is well).",
 			Queries: []Query{
 				{Expr: "sum(rate(warmpath_router_kv_sequence_gaps_total{" + sel + "}" + rate + ")) or vector(0)", Legend: "gaps"},
-				{Expr: "sum by (result) (rate(warmpath_router_kv_replays_total{" + sel + "}" + rate + "))", Legend: "replays {{result}}"},
+				{Expr: sumRate("result", "warmpath_router_kv_replays_total", sel), Legend: "replays {{result}}"},
 				{Expr: `sum(rate(warmpath_router_kv_batches_total{` + sel + `, outcome="lost"}` + rate + ")) or vector(0)", Legend: "lost"},
 			}},
 		{Title: "Tokenization", Unit: "ops",
