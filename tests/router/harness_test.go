@@ -151,11 +151,17 @@ func startRouter(t *testing.T, workers []*worker, args ...string) *router {
 // client trusting its certificate, for a router serving TLS).
 func startRouterOn(t *testing.T, scheme string, client *http.Client, workers []*worker, args ...string) *router {
 	t.Helper()
+	return startRouterAt(t, scheme, client, "127.0.0.1:"+strconv.Itoa(freePort(t)), workers, args...)
+}
+
+// startRouterAt is startRouterOn listening on addr (replicas that must
+// know each other's addresses before they start).
+func startRouterAt(t *testing.T, scheme string, client *http.Client, addr string, workers []*worker, args ...string) *router {
+	t.Helper()
 	urls := make([]string, len(workers))
 	for i, w := range workers {
 		urls[i] = w.url
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	// Fast probes and short ejections, so the tests see workers come and
 	// go within a second.
 	all := append([]string{"--listen", addr, "--workers", strings.Join(urls, ","),

@@ -32,6 +32,23 @@ func sharedPrefixPrompts(groups, perGroup int) []string {
 	return out
 }
 
+// sharedPrefixWorkers starts the four simulated workers the shared-prefix
+// workload runs on, publishing KV events for kvaware.
+func sharedPrefixWorkers(t *testing.T, strategyName string) []*worker {
+	t.Helper()
+	ws := make([]*worker, 4)
+	for i := range ws {
+		// A GPU cache of 8,000 tokens holds about 4.5 of the 1,700-token group prefixes.
+		args := []string{"--num-gpu-blocks-override", "500", "--max-model-len", "4096", "--time-scale", "10"}
+		if strategyName == "kvaware" {
+			ws[i] = startEventWorker(t, freePortRun(t), "map", args...)
+		} else {
+			ws[i] = startWorker(t, args...)
+		}
+	}
+	return ws
+}
+
 type runResult struct {
 	hitRate      float64
 	maxOverMean  float64
@@ -44,16 +61,7 @@ type runResult struct {
 // requests per worker (time-averaged, max/mean).
 func runWorkload(t *testing.T, strategyName string, prompts []string) runResult {
 	t.Helper()
-	ws := make([]*worker, 4)
-	for i := range ws {
-		// A GPU cache of 8,000 tokens holds about 4.5 of the 1,700-token group prefixes.
-		args := []string{"--num-gpu-blocks-override", "500", "--max-model-len", "4096", "--time-scale", "10"}
-		if strategyName == "kvaware" {
-			ws[i] = startEventWorker(t, freePortRun(t), "map", args...)
-		} else {
-			ws[i] = startWorker(t, args...)
-		}
-	}
+	ws := sharedPrefixWorkers(t, strategyName)
 	args := []string{"--strategy", strategyName}
 	if strategyName == "kvaware" {
 		args = append(args, kvEvents()...)

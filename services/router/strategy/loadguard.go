@@ -3,7 +3,7 @@ package strategy
 import (
 	"math"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/warmpath/warmpath/services/router/hrw"
 )
 
 // LoadGuardConfig bounds how far a cache-aware strategy may stray from the
@@ -122,23 +122,9 @@ func (g LoadGuard) ChooseWithSlack(eps []Endpoint, seed uint64, score, slack fun
 	return best
 }
 
-// rendezvous is the highest-random-weight (HRW) weight of id for key
-// (Thaler & Ravishankar, "Using name-based mappings to increase hit rates",
-// 1998): the owner of key among a set of ids is the id with the largest
-// weight, so adding or removing one of N ids moves only ~1/N of the keys.
+// rendezvous is id's rendezvous weight for key (package hrw).
 func rendezvous(key uint64, id string) uint64 {
-	return mix64(key ^ xxhash.Sum64String(id))
-}
-
-// mix64 is the splitmix64 finalizer: it spreads every input bit over the
-// output, so XOR-combined hashes still rank uniformly.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
+	return hrw.Weight(key, id)
 }
 
 func finiteNonNegative(f float64) bool {

@@ -134,7 +134,7 @@ func TestLoadGuardSeedsSpread(t *testing.T) {
 	counts := map[string]int{}
 	const n = 4000
 	for seed := range uint64(n) {
-		counts[e[g.Choose(e, mix64(seed), func(int) float64 { return 0 })].ID]++
+		counts[e[g.Choose(e, seed*0x9e3779b97f4a7c15, func(int) float64 { return 0 })].ID]++
 	}
 	for _, ep := range e {
 		if got := counts[ep.ID]; got < n/4*8/10 || got > n/4*12/10 {

@@ -34,7 +34,9 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/timing"
+	"github.com/warmpath/warmpath/services/router/hrw"
 	"github.com/warmpath/warmpath/services/router/kvindex"
+	"github.com/warmpath/warmpath/services/router/peer"
 	"github.com/warmpath/warmpath/services/router/strategy"
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/workload"
@@ -79,6 +81,11 @@ type Config struct {
 	ScrapeSeconds float64
 	// Seed seeds the routers' split of the requests.
 	Seed uint64
+	// Forward, with several routers, sends each request on from the
+	// replica it reached to the replica that owns its head (package
+	// peer), as the router's --peers does; else the replica it reached
+	// decides.
+	Forward bool
 }
 
 // Record is one request as simulated.
@@ -143,6 +150,8 @@ type sim struct {
 	reqs    []workload.Request
 	workers []*worker
 	routers []*replica
+	// routerIDs name the replicas, as peers know each other.
+	routerIDs []string
 	// routedBy is the router each request went through.
 	routedBy []int
 	split    *rand.Rand
@@ -291,6 +300,7 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 			return nil, err
 		}
 		s.routers = append(s.routers, r)
+		s.routerIDs = append(s.routerIDs, "http://router-"+strconv.Itoa(len(s.routerIDs)))
 	}
 	if len(s.routers) > 1 {
 		s.push(event{at: 0, kind: scrape})
@@ -422,9 +432,13 @@ func (s *sim) scrape() {
 func (s *sim) arrive(i int) error {
 	r := &s.reqs[i]
 	tokens := r.Tokens()
+	req := &strategy.Request{Model: s.cfg.Model, Prompt: render(tokens), SessionKey: r.Session, TokenIDs: tokens}
 	ri := 0
 	if len(s.routers) > 1 {
 		ri = s.split.IntN(len(s.routers))
+		if s.cfg.Forward {
+			ri = hrw.Owner(peer.RequestKey(req), s.routerIDs)
+		}
 	}
 	s.routedBy[i] = ri
 	rt := s.routers[ri]
@@ -434,7 +448,7 @@ func (s *sim) arrive(i int) error {
 		eps[j] = strategy.Endpoint{ID: w.id, InFlight: rt.inFlight[j], External: rt.external[j], Running: w.eng.NumRunning(), Waiting: w.eng.NumWaiting(),
 			KVCacheUsage: w.eng.KVCacheUsage(), BlockSize: cfg.BlockSize, NumGPUBlocks: cfg.NumGPUBlocks, PendingPrefill: rt.pending[j]}
 	}
-	d, err := rt.strategy.Pick(&strategy.Request{Model: s.cfg.Model, Prompt: render(tokens), SessionKey: r.Session, TokenIDs: tokens}, eps)
+	d, err := rt.strategy.Pick(req, eps)
 	if err != nil {
 		return fmt.Errorf("des: request %d: %w", i, err)
 	}

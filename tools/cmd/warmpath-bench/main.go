@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -67,8 +68,9 @@ func run(ctx context.Context, args []string) error {
 
 // demoWorkloads are the demo's multi-round chat and long-document
 // workloads, with arrivals and think times divided by the time scale so
-// the load the simulated GPUs see is the one the workload describes.
-func demoWorkloads(seed uint64, scale float64) ([]demo.Workload, error) {
+// the load the simulated GPUs see is the one the workload describes. Only
+// the workloads named in only are returned.
+func demoWorkloads(seed uint64, scale float64, only []string) ([]demo.Workload, error) {
 	tok, err := newTokenizer()
 	if err != nil {
 		return nil, err
@@ -91,6 +93,9 @@ func demoWorkloads(seed uint64, scale float64) ([]demo.Workload, error) {
 		name string
 		reqs []workload.Request
 	}{{"multi-round", mr}, {"long-doc", ld}} {
+		if !slices.Contains(only, w.name) {
+			continue
+		}
 		reqs, err := live.FromWorkload(tok, w.reqs)
 		if err != nil {
 			return nil, err
@@ -117,10 +122,11 @@ func runDemo(ctx context.Context, args []string) error {
 	l1GB := fs.Float64("l1-gb", 5, "LMCache L1 per worker, GB (8B model: 32 MiB a 256-token chunk)")
 	seed := fs.Uint64("seed", 1, "workload seed")
 	window := fs.Float64("load-guard-window", 0, "the router's loadGuard.window (0: its default)")
+	only := fs.String("workloads", "multi-round,long-doc", "workloads to run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	workloads, err := demoWorkloads(*seed, *scale)
+	workloads, err := demoWorkloads(*seed, *scale, strings.Split(*only, ","))
 	if err != nil {
 		return err
 	}

@@ -162,7 +162,7 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 	} else {
 		unwanted = append(unwanted, lmcacheConfigMap(iec))
 	}
-	router := []client.Object{routerConfigMap(iec), routerServiceAccount(iec), routerRole(iec), routerRoleBinding(iec), routerDeployment(iec, r.Options), routerPDB(iec)}
+	router := []client.Object{routerConfigMap(iec), routerServiceAccount(iec), routerRole(iec), routerRoleBinding(iec), routerDeployment(iec, r.Options), routerPDB(iec), routerPeersService(iec)}
 	if routingEnabled(iec) {
 		desired = append(desired, router...)
 	} else {

@@ -69,3 +69,50 @@ func TestRouterReplicasChangeRedividesLimits(t *testing.T) {
 		t.Errorf("the router pod template changed with routerReplicas (a restart):\n%s\nwas:\n%s", a, b)
 	}
 }
+
+// TestRouterReplicasFindEachOther: with several router replicas the
+// operator gives them a headless peers Service and the flags to relay each
+// request to the replica that owns its prompt (docs/router.md, "Router
+// replicas"); a lone router gets neither flag.
+func TestRouterReplicasFindEachOther(t *testing.T) {
+	c := cluster(t)
+	ns := namespace(t, c)
+	for _, tc := range []struct {
+		name     string
+		replicas int32
+		peered   bool
+	}{
+		{"one", 1, false},
+		{"three", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iec := minimal(ns, "p"+tc.name)
+			iec.Spec.IntelligentRoutingSpec.Enabled = ptr.To(true)
+			iec.Spec.IntelligentRoutingSpec.RouterReplicas = ptr.To(tc.replicas)
+			if err := c.Create(context.Background(), iec); err != nil {
+				t.Fatal(err)
+			}
+			var d appsv1.Deployment
+			eventually(t, "router Deployment", func() error {
+				return c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: iec.Name + "-router"}, &d)
+			})
+			args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+			wantDNS := "--peers-dns-name=" + iec.Name + "-router-peers." + ns + ".svc"
+			if got := strings.Contains(args, wantDNS) && strings.Contains(args, "--peer-self=http://$(POD_IP):8080"); got != tc.peered {
+				t.Errorf("peer flags present = %v, want %v: %s", got, tc.peered, args)
+			}
+			env := d.Spec.Template.Spec.Containers[0].Env
+			if len(env) == 0 || env[0].Name != "POD_IP" || env[0].ValueFrom == nil || env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+				t.Errorf("router env %v, want POD_IP from status.podIP", env)
+			}
+			var svc corev1.Service
+			get(t, c, ns, iec.Name+"-router-peers", &svc)
+			if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.PublishNotReadyAddresses {
+				t.Errorf("peers Service: clusterIP %q, publishNotReadyAddresses %v; want headless, ready pods only", svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+			}
+			if got := svc.Spec.Selector; got["app.kubernetes.io/component"] != "router" {
+				t.Errorf("peers Service selects %v, want the router pods", got)
+			}
+		})
+	}
+}

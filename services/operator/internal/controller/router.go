@@ -174,6 +174,14 @@ func routerArgs(iec *v1alpha1.InferenceEndpointConfig, o Options) []string {
 			"--l2-hash-seed="+HashSeed,
 			"--l2-chunk-tokens="+strconv.Itoa(int(int32Or(iec.Spec.KVCacheSpec.ChunkSize, 256))))
 	}
+	if routerPeered(iec) {
+		// Several routers agree on where a prompt's cache is by relaying
+		// each request to the replica that owns its head (docs/router.md,
+		// "Router replicas"); they find each other as the peers Service's
+		// ready pods, and each knows itself by its pod IP.
+		args = append(args, "--peers-dns-name="+routerPeersName(iec)+"."+iec.Namespace+".svc",
+			fmt.Sprintf("--peers-dns-port=%d", routerPort), fmt.Sprintf("--peer-self=http://$(POD_IP):%d", routerPort))
+	}
 	if iec.Spec.IntelligentRoutingSpec.APIKeySecretRef != nil {
 		args = append(args, "--api-key-file="+routerAuthDir+"/"+routerAPIKeysFile)
 	}
@@ -218,6 +226,9 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			SecurityContext: containerSecurity(true),
 			Resources:       routerResources(iec),
 			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
+			Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
+			}}},
 			VolumeMounts: []corev1.VolumeMount{{
 				Name: "config", MountPath: routerConfigDir, ReadOnly: true,
 			}},
@@ -255,6 +266,31 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 				ObjectMeta: metav1.ObjectMeta{Labels: labels(iec, componentRouter)},
 				Spec:       pod,
 			},
+		},
+	}
+}
+
+// routerPeered says the routers relay requests to each other: with more
+// than one replica, over plain HTTP (a replica relaying to a TLS-serving
+// peer would need the endpoint's CA; with tlsSecretName each replica
+// routes alone, docs/operator.md).
+func routerPeered(iec *v1alpha1.InferenceEndpointConfig) bool {
+	return int32Or(iec.Spec.IntelligentRoutingSpec.RouterReplicas, 1) > 1 && !routerTLS(iec)
+}
+
+// routerPeersName is the headless Service the router replicas find each
+// other by.
+func routerPeersName(iec *v1alpha1.InferenceEndpointConfig) string { return routerName(iec) + "-peers" }
+
+// routerPeersService resolves to the ready router pods: a replica that
+// drains leaves it, so the others stop relaying to it.
+func routerPeersService(iec *v1alpha1.InferenceEndpointConfig) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: objectMeta(iec, routerPeersName(iec), componentRouter),
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  selectorLabels(iec, componentRouter),
+			Ports:     []corev1.ServicePort{{Name: "http", Port: routerPort, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
 		},
 	}
 }

@@ -131,6 +131,11 @@ func run() error {
 	fs.DurationVar(&pc.Ejection.MaxDuration, "eject-max", 2*time.Minute, "longest ejection")
 	fs.IntVar(&pc.Ejection.MaxEjectedPercent, "eject-max-percent", 50, "most of a model's workers ejected at once, in percent (one may always be; 0 = no bound)")
 
+	peerList := fs.String("peers", "", "the router replicas of this endpoint, comma-separated base URLs (this one included, as --peer-self): each cache-aware request is routed by the replica that owns its prompt's head, the others relaying it there, so replicas agree on where a prefix is cached")
+	peerDNS := fs.String("peers-dns-name", "", "find the router replicas from this DNS name (a headless Service over the router pods) instead of --peers")
+	peerDNSPort := fs.Int("peers-dns-port", 8080, "with --peers-dns-name: the replicas' port")
+	peerSelf := fs.String("peer-self", "", "this replica's base URL as the peers' list names it (in Kubernetes http://$(POD_IP):8080); required with --peers or --peers-dns-name")
+
 	var lc limiter.Config
 	fs.IntVar(&lc.MaxConcurrent, "max-concurrent-requests", 0, "requests in progress (0 = unlimited); the config file's requestLimits override")
 	fs.IntVar(&lc.MaxQueue, "max-queue-size", 1024, "requests waiting for a slot beyond max-concurrent-requests")
@@ -221,6 +226,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	peerSrc, self, err := peerSource(*peerList, *peerDNS, *peerDNSPort, *dnsInterval, *peerSelf, log)
+	if err != nil {
+		return err
+	}
 	routing := strategy.Defaults()
 	routing.Name = *strategyName
 	if *localTok != "" {
@@ -229,7 +238,7 @@ func run() error {
 		}
 	}
 	a, err := app.New(ctx, app.Options{
-		Discovery: src, TLS: serverTLS, ConfigPath: *configPath, Routing: routing, Limits: lc,
+		Discovery: src, Peers: peerSrc, PeerSelf: self, TLS: serverTLS, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
 		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2, L2Discovery: l2Discovery, L2EventsPort: *l2DNSEventsPort, L2Learn: l2learnCfg,
 	})
@@ -253,6 +262,34 @@ func run() error {
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "strategy", a.Strategy(), "tls", serverTLS != nil, "api_keys", pc.APIKeys.Enabled())
 	return a.Run(ctx, ln, shutdown)
+}
+
+// peerSource builds the source of the router's peer replicas and
+// normalises this replica's URL as the source reports it: nil when neither
+// --peers nor --peers-dns-name is given.
+func peerSource(list, dnsName string, port int, interval time.Duration, self string, log *slog.Logger) (discovery.Source, string, error) {
+	if list == "" && dnsName == "" {
+		return nil, "", nil
+	}
+	if list != "" && dnsName != "" {
+		return nil, "", errors.New("--peers and --peers-dns-name: give one")
+	}
+	self, err := discovery.NormalizeURL(self)
+	if err != nil {
+		return nil, "", fmt.Errorf("--peer-self (required with --peers or --peers-dns-name): %w", err)
+	}
+	if list != "" {
+		src, err := discovery.Static(discovery.ParseList(list))
+		if err != nil {
+			return nil, "", fmt.Errorf("--peers: %w", err)
+		}
+		return src, self, nil
+	}
+	src, err := discovery.NewDNS(discovery.DNSConfig{Name: dnsName, Port: port, Interval: interval, Log: log.With("component", "peers")})
+	if err != nil {
+		return nil, "", fmt.Errorf("--peers-dns-name: %w", err)
+	}
+	return src, self, nil
 }
 
 // source builds the one configured discovery source.

@@ -33,6 +33,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/l2view"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
+	"github.com/warmpath/warmpath/services/router/internal/peers"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
 	"github.com/warmpath/warmpath/services/router/internal/proxy"
@@ -45,6 +46,12 @@ import (
 type Options struct {
 	// Discovery produces the worker set.
 	Discovery discovery.Source
+	// Peers, when set, finds the other router replicas of this endpoint
+	// (and this one, as PeerSelf, its base URL as Peers reports it); each
+	// cache-aware request is then routed by the replica that owns its
+	// prompt (package peer), the others relaying it there.
+	Peers    discovery.Source
+	PeerSelf string
 	// TLS, when set, serves clients over TLS only (libs/tlsconf: the
 	// certificate reloaded as its files change).
 	TLS *tls.Config
@@ -136,6 +143,7 @@ type App struct {
 	preds   *strategy.Predictions
 	l2      *l2view.View     // nil without L2 endpoints
 	l2learn *l2learn.Learner // nil unless the L2 is learned from prefills
+	peers   *peers.Set       // nil without Options.Peers
 
 	mu      sync.Mutex // serialises reloads
 	current config.File
@@ -222,6 +230,10 @@ func New(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 	a.current = file
+	if o.Peers != nil {
+		a.peers = peers.New(o.PeerSelf)
+		o.Proxy.Peers, o.Proxy.PeerSelf = a.peers, o.PeerSelf
+	}
 	a.server = proxy.New(o.Proxy, a.pool, a.limiter, a.metrics, o.Tracer, o.Log, routing)
 	a.server.SetTokenizer(tok)
 	a.server.SetKVState(a.kvState)
@@ -383,7 +395,7 @@ func (a *App) Pool() *pool.Pool { return a.pool }
 func (a *App) Run(ctx context.Context, ln net.Listener, stop Stop) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -392,6 +404,17 @@ func (a *App) Run(ctx context.Context, ln net.Listener, stop Stop) error {
 			errc <- fmt.Errorf("discovery: %w", err)
 		}
 	}()
+	if a.peers != nil {
+		wg.Go(func() {
+			err := a.opts.Peers.Run(runCtx, func(ts []discovery.Target) {
+				a.peers.Update(ts)
+				a.opts.Log.Info("router peers", "self", a.peers.Self(), "peers", len(ts))
+			})
+			if err != nil && runCtx.Err() == nil {
+				errc <- fmt.Errorf("peer discovery: %w", err)
+			}
+		})
+	}
 	if a.opts.ConfigPath != "" {
 		wg.Add(1)
 		go func() {

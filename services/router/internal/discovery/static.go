@@ -67,6 +67,10 @@ func (s *static) Run(ctx context.Context, update func([]Target)) error {
 	return nil
 }
 
+// NormalizeURL validates raw as a base URL (http://host:port or
+// https://host:port) and returns it as every source reports it.
+func NormalizeURL(raw string) (string, error) { return workerURL(raw) }
+
 // workerURL validates raw as a worker base URL and returns it normalised
 // to scheme://host:port.
 func workerURL(raw string) (string, error) {

@@ -27,6 +27,7 @@ type Metrics struct {
 	// route on, by the configured strategy and strategy.Decision.Fallback.
 	RoutingFallbacks *prometheus.CounterVec // strategy, reason
 	Retries          *prometheus.CounterVec // reason
+	PeerRelays       *prometheus.CounterVec // result
 	Rejections       *prometheus.CounterVec // reason
 	Ejections        *prometheus.CounterVec // worker
 	Restarts         *prometheus.CounterVec // reason
@@ -46,6 +47,13 @@ type Metrics struct {
 	// ejecting the workers.
 	RequestFaults prometheus.Counter
 }
+
+// Results of a router replica's look at who owns a request (PeerRelays).
+const (
+	RelayOwn       = "own"       // this replica owns it and routes it
+	RelayForwarded = "forwarded" // relayed to its owner, whose answer went to the client
+	RelayFailed    = "failed"    // the owner was unreachable: routed here
+)
 
 // Reasons used as label values.
 const (
@@ -116,6 +124,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_retries_total",
 			Help: "Requests retried on another worker before any byte reached the client, by reason (connect_error, refused, upstream_reset, upstream_5xx; which are retried is --retry-on).",
 		}, []string{"reason"}),
+		PeerRelays: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_peer_relays_total",
+			Help: "With --peers: cache-aware requests this replica received, by who routed them (own: this replica owns the prompt; forwarded: relayed to the replica that owns it; failed: the owner was unreachable, routed here).",
+		}, []string{"result"}),
 		Rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_rejections_total",
 			Help: "Requests the router answered itself, by reason (overflow, queue_timeout, no_worker, unknown_model, body_too_large, bad_request, unauthorized).",
@@ -158,6 +170,9 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 	// series (and a rate of 0) before the first retry or rejection.
 	for _, r := range []string{ReasonConnectError, ReasonRefused, ReasonUpstreamReset, ReasonUpstream5xx} {
 		m.Retries.WithLabelValues(r)
+	}
+	for _, r := range []string{RelayOwn, RelayForwarded, RelayFailed} {
+		m.PeerRelays.WithLabelValues(r)
 	}
 	for _, r := range []string{"health_returned", "process_start_changed"} {
 		m.Restarts.WithLabelValues(r)

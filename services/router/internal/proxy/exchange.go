@@ -232,11 +232,18 @@ func (s *Server) serveExchange(x *exchange) outcome {
 		return s.reject(x, metrics.ReasonNoWorker, openai.Errorf(http.StatusServiceUnavailable, "no healthy worker serves model %q", p.model))
 	}
 
-	release, err := s.limiter.Acquire(x.ctx)
-	if err != nil {
-		return s.overflow(x, err)
+	// A request a peer relayed holds a slot at that peer: counting it
+	// here too would halve the endpoint's limit for a popular prompt.
+	if !s.fromPeer(x) {
+		release, err := s.limiter.Acquire(x.ctx)
+		if err != nil {
+			return s.overflow(x, err)
+		}
+		x.release = release
 	}
-	x.release = release
+	if o, ok := s.relayToOwner(x); ok {
+		return o
+	}
 	return s.route(x)
 }
 

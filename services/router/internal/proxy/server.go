@@ -39,6 +39,11 @@ import (
 
 // Config holds the proxy settings fixed at start.
 type Config struct {
+	// Peers, when set, are the router replicas sharing this endpoint; a
+	// cache-aware request another replica owns is relayed to it
+	// (relay.go). PeerSelf is this replica's base URL among them.
+	Peers    Peers
+	PeerSelf string
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64
 	// MaxConnections bounds the client connections served at once; the
