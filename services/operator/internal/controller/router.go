@@ -207,6 +207,7 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			Name:            "router",
 			Image:           o.RouterImage,
 			Args:            routerArgs(iec, o),
+			Env:             routerEnv(iec),
 			SecurityContext: containerSecurity(true),
 			Resources:       routerResources(iec),
 			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
