@@ -241,6 +241,11 @@ const metricsPort = 8080
 // (values.yaml cacheserver.ports).
 const kvEventsPort, kvSnapshotPort = 5557, 5558
 
+// redisPort is the chart's Redis, which the operator's routers reach too:
+// the operator points their shared kvaware index (--kv-index-redis) at a
+// Redis L2.
+const redisPort = 6379
+
 // TestNetworkPoliciesAdmitOnlyReleaseWorkers: every port carrying KV
 // data (lm://, RESP, the objects API, the peer port, Redis) admits only
 // the operator's worker pods in the release namespace or in a namespace
@@ -276,14 +281,14 @@ func TestNetworkPoliciesAdmitOnlyReleaseWorkers(t *testing.T) {
 func checkIngressRule(t *testing.T, policy string, i int, rule map[string]any) {
 	t.Helper()
 	ports, _ := rule["ports"].([]any)
-	metricsOnly, kvEventsOnly := len(ports) > 0, len(ports) > 0
+	metricsOnly, routerPorts := len(ports) > 0, len(ports) > 0
 	for _, p := range ports {
 		port, _ := p.(map[string]any)["port"].(float64)
 		if port != metricsPort {
 			metricsOnly = false
 		}
-		if port != kvEventsPort && port != kvSnapshotPort {
-			kvEventsOnly = false
+		if port != kvEventsPort && port != kvSnapshotPort && (port != redisPort || !strings.HasSuffix(policy, "-redis")) {
+			routerPorts = false
 		}
 	}
 	from, _ := rule["from"].([]any)
@@ -325,9 +330,10 @@ func checkIngressRule(t *testing.T, policy string, i int, rule map[string]any) {
 			}
 		}
 		// The operator's routers, to the cache server's KV-event stream
-		// and snapshot only (they carry chunk hashes, never a value).
-		if isRouter && !kvEventsOnly {
-			t.Errorf("%s rule %d admits the routers to more than the KV-event ports: %v", policy, i, ports)
+		// and snapshot only (they carry chunk hashes, never a value), and
+		// to the chart's Redis, where they keep their kvaware index.
+		if isRouter && !routerPorts {
+			t.Errorf("%s rule %d admits the routers to more than the KV-event ports and Redis: %v", policy, i, ports)
 		}
 		if !isWorker && !isPeer && !isRouter {
 			t.Errorf("%s rule %d admits pods that are neither the operator's workers or routers nor the release's cache servers: %v", policy, i, peer)
@@ -450,4 +456,29 @@ func TestCacheServerDiskHeadroom(t *testing.T) {
 			t.Errorf("disk volume %s (%d bytes) leaves under a tenth plus 256 MiB over --disk-capacity-bytes=%d (want ≥ %d)", size, q.Value(), capacity, want)
 		}
 	})
+}
+
+// TestRedisAdmitsRouters: the operator points its routers' shared kvaware
+// index at a Redis L2, so the chart's Redis admits the release's routers
+// on its port beside the workers (with the same password), or they would
+// each fall back to their own index.
+func TestRedisAdmitsRouters(t *testing.T) {
+	for _, o := range renderProfile(t, "ci/redis-values.yaml") {
+		if o.Kind != "NetworkPolicy" || o.Metadata.Labels["app.kubernetes.io/component"] != "redis" {
+			continue
+		}
+		rules, _ := dig(o.Raw, "spec", "ingress").([]any)
+		for _, r := range rules {
+			ports, _ := r.(map[string]any)["ports"].([]any)
+			from, _ := r.(map[string]any)["from"].([]any)
+			for _, f := range from {
+				c, _ := dig(f.(map[string]any), "podSelector", "matchLabels", "app.kubernetes.io/component").(string)
+				if c == "router" && len(ports) == 1 && dig(ports[0].(map[string]any), "port") == float64(redisPort) {
+					return
+				}
+			}
+		}
+		t.Fatalf("the Redis NetworkPolicy admits no router on %d: %v", redisPort, rules)
+	}
+	t.Fatal("no Redis NetworkPolicy rendered")
 }

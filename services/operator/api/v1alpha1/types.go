@@ -1069,6 +1069,18 @@ const (
 	// such a field have it (status True, reason CloudOnlyFields); it does
 	// not count towards Ready.
 	ConditionIgnoredFields = "IgnoredFields"
+	// ConditionRequestLimitsHeld says whether the routers together admit
+	// no more than worker.requestLimits: each of routerReplicas routers
+	// holds its share, rounded down, and at least 1 (0 would be
+	// unlimited), so False when a limit is smaller than the number of
+	// routers. Only endpoints with more than one router and a limit have
+	// it, and it does not count towards Ready.
+	ConditionRequestLimitsHeld = "RequestLimitsHeld"
+	// ConditionKVIndexShared says whether the kvaware routers keep one
+	// index, in the L2's Redis, or each its own (False, reason
+	// PerReplica). Only kvaware endpoints with more than one router have
+	// it, and it does not count towards Ready.
+	ConditionKVIndexShared = "KVIndexShared"
 )
 
 // InstanceTypeLabel is the well-known node label spec.instanceType

@@ -8,6 +8,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -115,4 +117,65 @@ func TestRouterReplicasFindEachOther(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplicasSayWhatTheyShare: a kvaware endpoint with three routers and
+// fewer concurrent slots than routers reports both in its status — each
+// router still takes one slot (not 0, unlimited), so the endpoint admits
+// more than the limit (RequestLimitsHeld False, with a Warning event), and
+// with no Redis to share, each router keeps its own kvaware index
+// (KVIndexShared False). A Redis L2 then holds the routers' index too
+// (their --kv-index-redis, from the environment), and back at one router
+// neither condition is left.
+func TestReplicasSayWhatTheyShare(t *testing.T) {
+	c := cluster(t)
+	ns := namespace(t, c)
+	iec := minimal(ns, "h")
+	iec.Spec.IntelligentRoutingSpec.Enabled = ptr.To(true)
+	iec.Spec.IntelligentRoutingSpec.RoutingStrategy = v1alpha1.StrategyKVAware
+	iec.Spec.IntelligentRoutingSpec.RouterReplicas = ptr.To[int32](3)
+	iec.Spec.Worker.RequestLimits = &v1alpha1.RequestLimits{MaxConcurrentRequests: 2}
+	if err := c.Create(context.Background(), iec); err != nil {
+		t.Fatal(err)
+	}
+	condition := func(typ string, want metav1.ConditionStatus, reason string) {
+		t.Helper()
+		waitStatus(t, c, iec, fmt.Sprintf("%s %s/%s", typ, want, reason), func(cur *v1alpha1.InferenceEndpointConfig) error {
+			cond := meta.FindStatusCondition(cur.Status.Conditions, typ)
+			switch {
+			case want == "" && cond != nil:
+				return fmt.Errorf("%s still present: %+v", typ, cond)
+			case want != "" && (cond == nil || cond.Status != want || cond.Reason != reason):
+				return fmt.Errorf("%s is %+v", typ, cond)
+			}
+			return nil
+		})
+	}
+	condition(v1alpha1.ConditionRequestLimitsHeld, metav1.ConditionFalse, controller.ReasonFewerSlotsThanRouters)
+	condition(v1alpha1.ConditionKVIndexShared, metav1.ConditionFalse, controller.ReasonIndexPerReplica)
+	eventually(t, "FewerSlotsThanRouters event", func() error { return findEvent(c, ns, "h", controller.ReasonFewerSlotsThanRouters) })
+
+	editSpec(t, c, iec, func(cur *v1alpha1.InferenceEndpointConfig) {
+		cur.Spec.KVCacheSpec.EnableL2Cache = ptr.To(true)
+		cur.Spec.KVCacheSpec.L2CacheSpec = &v1alpha1.L2CacheSpec{L2CacheBackend: "redis", L2CacheLocalUrl: "redis://redis.db.svc:6379"}
+	})
+	condition(v1alpha1.ConditionKVIndexShared, metav1.ConditionTrue, controller.ReasonIndexInRedis)
+	eventually(t, "the routers' index in the L2's Redis", func() error {
+		var d appsv1.Deployment
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "h-router"}, &d); err != nil {
+			return err
+		}
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "WARMPATH_ROUTER_KV_INDEX_REDIS" && e.Value == "redis://redis.db.svc:6379" {
+				return nil
+			}
+		}
+		return fmt.Errorf("router env %+v", d.Spec.Template.Spec.Containers[0].Env)
+	})
+
+	editSpec(t, c, iec, func(cur *v1alpha1.InferenceEndpointConfig) {
+		cur.Spec.IntelligentRoutingSpec.RouterReplicas = ptr.To[int32](1)
+	})
+	condition(v1alpha1.ConditionRequestLimitsHeld, "", "")
+	condition(v1alpha1.ConditionKVIndexShared, "", "")
 }

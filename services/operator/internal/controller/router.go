@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/warmpath/warmpath/libs/fleetlimit"
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
 )
 
@@ -96,18 +97,9 @@ func routerConfigYAML(iec *v1alpha1.InferenceEndpointConfig) string {
 }
 
 // perRouter is one router's share of an endpoint-wide limit among n
-// routers. Dividing needs no state shared between the routers, and the
-// share is rounded down so that together they never admit more than the
-// limit; the cost is that a router is full while others have room (the
-// Service spreads connections, not requests, evenly), and the remainder
-// of the division is never used. A positive limit leaves each router at
-// least 1, so with fewer slots than routers the endpoint admits n; 0
-// (unlimited, or no queue) stays 0.
+// routers (fleetlimit.PerReplica: rounded down, at least 1, 0 stays 0).
 func perRouter(limit, n int32) int {
-	if limit <= 0 || n <= 1 {
-		return int(limit)
-	}
-	return int(max(limit/n, 1))
+	return int(fleetlimit.PerReplica(limit, n))
 }
 
 // offloadCapacityTokens is what each worker's LMCache L1 holds, in tokens,
@@ -223,12 +215,10 @@ func routerDeployment(iec *v1alpha1.InferenceEndpointConfig, o Options) *appsv1.
 			Name:            "router",
 			Image:           o.RouterImage,
 			Args:            routerArgs(iec, o),
+			Env:             routerEnv(iec),
 			SecurityContext: containerSecurity(true),
 			Resources:       routerResources(iec),
 			Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: routerPort, Protocol: corev1.ProtocolTCP}},
-			Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "status.podIP"},
-			}}},
 			VolumeMounts: []corev1.VolumeMount{{
 				Name: "config", MountPath: routerConfigDir, ReadOnly: true,
 			}},

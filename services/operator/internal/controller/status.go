@@ -94,6 +94,7 @@ func (r *Reconciler) observe(ctx context.Context, iec *v1alpha1.InferenceEndpoin
 	}
 	r.setKVEventsCondition(iec)
 	setIgnoredFieldsCondition(iec)
+	r.setReplicaConditions(iec)
 
 	ready := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: gen, Status: metav1.ConditionTrue, Reason: "EndpointReady"}
 	var waiting []string
