@@ -15,29 +15,12 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_800_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) In(d time.Duration) int64 { return c.Now().Add(d).UnixNano() }
+// newClock is a hand-moved clock at a fixed instant, so expiry times in
+// failures read the same on every run.
+func newClock() *testclock.Clock { return testclock.New(time.Unix(1_800_000_000, 0)) }
 
 func TestMemoryExpiry(t *testing.T) {
 	tests := []struct {
