@@ -268,7 +268,7 @@ func TestHungPeerIsEjected(t *testing.T) {
 	pm := metrics.New(prometheus.NewRegistry(), peerMem)
 	hole := newBlackhole(t, ctx, serve(t, ctx, cluster.Local{Mem: peerMem}, pm))
 
-	clock := testclock.New(time.Unix(1e9, 0))
+	clock := testclock.New()
 	mem := store.NewMemory(64<<20, store.Options{})
 	m := metrics.New(prometheus.NewRegistry(), mem)
 	const timeout = 100 * time.Millisecond

@@ -48,7 +48,7 @@ func request(t *testing.T, c *http.Client, method, url string, body []byte, head
 }
 
 func TestTTLHeader(t *testing.T) {
-	clock := testclock.New(time.Unix(1_800_000_000, 0))
+	clock := testclock.New()
 	reg := prometheus.NewRegistry()
 	mem := store.NewMemory(64<<20, store.Options{DefaultTTL: time.Hour, Now: clock.Now})
 	srv := httptest.NewServer(Handler(Config{MaxValueBytes: 1 << 20}, mem, metrics.New(reg, mem), reg))

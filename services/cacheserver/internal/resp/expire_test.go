@@ -27,10 +27,6 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
 
-// newClock is a hand-moved clock at a fixed instant, so expiry times in
-// failures read the same on every run.
-func newClock() *testclock.Clock { return testclock.New(time.Unix(1_800_000_000, 0)) }
-
 func TestSetExpiry(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0).UnixNano()
 	tests := []struct {
@@ -130,7 +126,7 @@ func TestExpiresAtOverflow(t *testing.T) {
 
 // TestTTLGoRedis: go-redis's expiry commands against the injected clock.
 func TestTTLGoRedis(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	addr, _ := startWith(t, Config{}, store.Options{DefaultTTL: time.Hour, Now: clock.Now}, nil)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	defer rdb.Close()
@@ -232,7 +228,7 @@ func redisCLI(t *testing.T, addr string, flags []string, args ...string) string 
 }
 
 func TestRedisCLIExpiry(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	addr, _ := startWith(t, Config{}, store.Options{Now: clock.Now}, nil)
 	steps := []struct {
 		args    []string

@@ -18,10 +18,6 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
 
-// newClock is a hand-moved clock at a fixed instant, so expiry times in
-// failures read the same on every run.
-func newClock() *testclock.Clock { return testclock.New(time.Unix(1_800_000_000, 0)) }
-
 func TestMemoryExpiry(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -43,7 +39,7 @@ func TestMemoryExpiry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newClock()
+			clock := testclock.New()
 			m := NewMemory(16<<20, Options{DefaultTTL: tt.defaultTTL, Now: clock.Now})
 			o := &Object{Value: []byte("v")}
 			if tt.expires > 0 {
@@ -82,7 +78,7 @@ func TestMemoryExpiry(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestMemoryExpiredPutAndSetExpiresDelete(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	m := NewMemory(16<<20, Options{Now: clock.Now})
 	m.Put("k", &Object{Value: []byte("v")})
 	if !m.Put("k", &Object{Value: []byte("v2"), Expires: clock.In(-time.Second)}) || m.Contains("k") {
@@ -108,7 +104,7 @@ func TestMemoryExpiredPutAndSetExpiresDelete(t *testing.T) {
 // TestConcurrentExpiryChanges: readers, writers and expiry changes on the
 // same keys (run with -race).
 func TestConcurrentExpiryChanges(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	m := NewMemory(1<<20, Options{Now: clock.Now})
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -140,7 +136,7 @@ func TestConcurrentExpiryChanges(t *testing.T) {
 // TestEvictionReclaimsExpired: eviction drops expired objects before live
 // ones reach the disk tier, and never writes them behind.
 func TestEvictionReclaimsExpired(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	m := NewMemory(16<<20, Options{Now: clock.Now}) // 1 MiB per shard
 	var mu sync.Mutex
 	var behind []string
@@ -171,7 +167,7 @@ func TestEvictionReclaimsExpired(t *testing.T) {
 
 func TestDiskExpirySurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	clock := newClock()
+	clock := testclock.New()
 	d, err := OpenDisk(dir, 1<<20, clock.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +288,7 @@ func TestDiskReadsVersion1(t *testing.T) {
 
 func TestTieredExpiry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	clock := newClock()
+	clock := testclock.New()
 	mem := NewMemory(16<<20, Options{DefaultTTL: time.Hour, Now: clock.Now})
 	disk, err := OpenDisk(t.TempDir(), 64<<20, clock.Now)
 	if err != nil {
