@@ -22,25 +22,9 @@ export PATH="$TOOLS_BIN:$PATH"
 
 log() { printf 'install-tools: %s\n' "$*" >&2; }
 
+# golangci-lint takes a few minutes to build, once.
 install_golangci_lint() {
-	local want="${GOLANGCI_VERSION#v}" have=""
-	if [[ -x "$TOOLS_BIN/golangci-lint" ]]; then
-		have="$("$TOOLS_BIN/golangci-lint" version --short 2>/dev/null || true)"
-	fi
-	if [[ "${have#v}" == "$want" ]]; then
-		return 0
-	fi
-	log "installing golangci-lint $GOLANGCI_VERSION into $TOOLS_BIN (takes a few minutes once)"
-	mkdir -p "$TOOLS_BIN"
-	# GOWORK=off: a tool install must not see this repository's go.work.
-	# CGO_ENABLED=0 keeps the binary independent of the host's C toolchain.
-	(cd / && GOWORK=off CGO_ENABLED=0 GOBIN="$TOOLS_BIN" \
-		go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_VERSION")
-	have="$("$TOOLS_BIN/golangci-lint" version --short)"
-	if [[ "${have#v}" != "$want" ]]; then
-		log "golangci-lint reports version $have, want $want"
-		return 1
-	fi
+	go_install github.com/golangci/golangci-lint/v2/cmd/golangci-lint "$GOLANGCI_VERSION"
 }
 
 # go_tool_version BIN prints the module version BIN was built from, or nothing.
@@ -59,6 +43,7 @@ go_install() {
 	log "installing ${pkg##*/} $version into $TOOLS_BIN"
 	mkdir -p "$TOOLS_BIN"
 	# GOWORK=off: a tool install must not see this repository's go.work.
+	# CGO_ENABLED=0 keeps the binary independent of the host's C toolchain.
 	(cd / && GOWORK=off CGO_ENABLED=0 GOBIN="$TOOLS_BIN" go install "$pkg@$version")
 	[[ "$(go_tool_version "$bin")" == "$version" ]]
 }
@@ -96,10 +81,7 @@ install_vulndb() {
 
 # jq reads govulncheck's JSON findings (scripts/govulncheck.sh); Debian's jq.
 install_jq() {
-	if command -v jq >/dev/null 2>&1; then
-		return 0
-	fi
-	apt_install jq jq
+	apt_ensure jq jq
 }
 
 # apt_install CMD PACKAGE... installs Debian packages, as root or with sudo.
@@ -125,13 +107,15 @@ apt_install() {
 	command -v "$cmd" >/dev/null 2>&1
 }
 
+# apt_ensure CMD PACKAGE... is apt_install unless CMD is already on PATH.
+apt_ensure() {
+	command -v "$1" >/dev/null 2>&1 || apt_install "$@"
+}
+
 # promtool comes from Debian's prometheus package; the smoke suites pipe every
 # /metrics page through `promtool check metrics`.
 install_promtool() {
-	if command -v promtool >/dev/null 2>&1; then
-		return 0
-	fi
-	apt_install promtool prometheus
+	apt_ensure promtool prometheus
 }
 
 # nginx comes from Debian's nginx package; `make bench-router` and its test
@@ -140,20 +124,15 @@ install_promtool() {
 # a host with systemd, its default site on port 80) is neither needed nor
 # touched.
 install_nginx() {
-	if command -v nginx >/dev/null 2>&1 || [[ -x /usr/sbin/nginx ]]; then
-		return 0
-	fi
-	apt_install nginx nginx || [[ -x /usr/sbin/nginx ]]
+	# /usr/sbin is not on every user's PATH.
+	[[ -x /usr/sbin/nginx ]] || apt_ensure nginx nginx || [[ -x /usr/sbin/nginx ]]
 }
 
 # redis-server and redis-cli come from Debian's redis-server package; the
 # router's shared KV index is tested against a real Redis started by the
 # test on a free loopback port (the package's own service is not used).
 install_redis() {
-	if command -v redis-server >/dev/null 2>&1; then
-		return 0
-	fi
-	apt_install redis-server redis-server redis-tools
+	apt_ensure redis-server redis-server redis-tools
 }
 
 # python3-zmq (pyzmq over Debian's libzmq) is the real ZeroMQ peer the ZMTP

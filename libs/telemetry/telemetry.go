@@ -1,7 +1,8 @@
-// Package telemetry sets up what every warmpath service logs and traces
-// with: a structured slog logger and an OpenTelemetry tracer provider
+// Package telemetry sets up what every warmpath service logs, traces and
+// measures with: a structured slog logger, an OpenTelemetry tracer provider
 // (OTLP over HTTP or gRPC when an endpoint is configured) with W3C
-// trace-context propagation.
+// trace-context propagation, and a Prometheus registry with the runtime
+// collectors.
 package telemetry
 
 import (

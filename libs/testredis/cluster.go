@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // slots is a Redis Cluster's hash slot count.
@@ -55,7 +57,7 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 		}
 	})
 	for i := range n {
-		nd := &node{port: freePort(t), busPort: freePort(t), dir: filepath.Join(t.TempDir(), strconv.Itoa(i))}
+		nd := &node{port: testnet.FreePort(t), busPort: testnet.FreePort(t), dir: filepath.Join(t.TempDir(), strconv.Itoa(i))}
 		c.nodes = append(c.nodes, nd)
 		c.Start(i)
 	}
@@ -200,16 +202,6 @@ func (c *Cluster) SlotOwner(from, slot int) int {
 	}
 	c.t.Fatalf("no node serves slot %d", slot)
 	return -1
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func waitDial(t testing.TB, addr string) {

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strconv"
 	"testing"
+
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // Start runs redis-server with persistence off until the test ends and
@@ -20,7 +22,7 @@ func Start(t testing.TB) string {
 	}
 	// t.Context ends just before the test's cleanups run, which stops
 	// the server with the test.
-	port := freePort(t)
+	port := testnet.FreePort(t)
 	cmd := exec.CommandContext(t.Context(), bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru")
 	if err := cmd.Start(); err != nil {

@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestInstallOnAPIServer installs the chart for real: its CRD and every
@@ -130,10 +132,8 @@ func TestInstallOnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "operator")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/warmpath/warmpath/services/operator/cmd/operator")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build operator: %v\n%s", err, out)
+	if err := gobuild.Build(ctx, "", "github.com/warmpath/warmpath/services/operator/cmd/operator", bin); err != nil {
+		t.Fatal(err)
 	}
 	// The pod's ports are the test's to choose.
 	var args []string
@@ -142,7 +142,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 			args = append(args, a)
 		}
 	}
-	args = append(args, "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t))
+	args = append(args, "--metrics-bind-address=0", "--health-probe-bind-address="+testnet.FreeAddr(t))
 	op := exec.CommandContext(ctx, bin, args...)
 	op.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var logs strings.Builder
@@ -317,16 +317,6 @@ func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
 }
 
 // checkAuthSecretKept renders the chart again as an upgrade would, with

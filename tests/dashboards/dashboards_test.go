@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tests/harness"
 )
 
@@ -41,18 +42,21 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	})
 
 	const model = "dash/model"
+	// Processes bind their ports only after starting, so a later run must
+	// not overlap an earlier one.
+	reserved := map[int]bool{}
 	// Workers and the kvaware router hash LMCache chunks from one seed, so
 	// a chunk one worker wrote to the L2 is found by the other.
 	t.Setenv("PYTHONHASHSEED", "0")
 	// A 1 GB LMCache L1 (32 chunks of this model's KV) holds less than the
 	// traffic's documents, so chunks leave L1 and are read back from the L2.
 	t.Setenv("LMCACHE_MAX_LOCAL_CPU_SIZE", "1")
-	cp := portRun(t, 4)
+	cp := testnet.FreePortRun(t, 4, reserved)
 	harness.StartProcess(ctx, t, bins["cacheserver"], "--lm-listen", addr(cp), "--resp-listen", addr(cp+1), "--http-listen", addr(cp+2),
 		"--kv-events-endpoint", fmt.Sprintf("tcp://*:%d", cp+3), "--memory-capacity-bytes", "134217728", "--log-level", "warn")
 	var workers []string
 	for range 2 {
-		p := portRun(t, 3)
+		p := testnet.FreePortRun(t, 3, reserved)
 		events := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:%d","replay_endpoint":"tcp://*:%d"}`, p+1, p+2)
 		harness.StartProcess(ctx, t, bins["vllm-sim"], "--host", "127.0.0.1", "--port", strconv.Itoa(p), "--model", model,
 			"--time-scale", "20", "--num-gpu-blocks-override", "600", "--max-model-len", "4096", "--log-level", "warn", "--kv-events-config", events,
@@ -63,12 +67,12 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 	// reach the dashboards: kvaware (crediting GPU, L1 and the L2 from the
 	// cache server's events) and roundrobin, which spreads each document
 	// over both workers and so sends the second one to the L2 for it.
-	rp := portRun(t, 1)
+	rp := testnet.FreePortRun(t, 1, reserved)
 	harness.StartProcess(ctx, t, bins["router"], "--listen", addr(rp), "--workers", strings.Join(workers, ","), "--strategy", "kvaware",
 		"--kv-events-endpoint", "tcp://{host}:{port+1}", "--kv-events-replay-endpoint", "tcp://{host}:{port+2}",
 		"--l2-events-endpoints", fmt.Sprintf("tcp://127.0.0.1:%d", cp+3), "--l2-snapshot-urls", "http://"+addr(cp+2), "--l2-hash-seed", "0",
 		"--log-level", "warn")
-	rrp := portRun(t, 1)
+	rrp := testnet.FreePortRun(t, 1, reserved)
 	harness.StartProcess(ctx, t, bins["router"], "--listen", addr(rrp), "--workers", strings.Join(workers, ","), "--strategy", "roundrobin",
 		"--log-level", "warn")
 	routers := []string{"http://" + addr(rp), "http://" + addr(rrp)}
@@ -79,7 +83,7 @@ func TestDashboardsOnLiveServices(t *testing.T) {
 
 	// Prometheus scrapes every second, with the labels a ServiceMonitor
 	// would add.
-	pp := portRun(t, 1)
+	pp := testnet.FreePortRun(t, 1, reserved)
 	var targets strings.Builder
 	for job, hosts := range map[string][]string{"router": hostsOf(routers), "workers": hostsOf(workers), "cacheserver": {addr(cp + 2)}} {
 		fmt.Fprintf(&targets, "  - job_name: %s\n    static_configs:\n      - targets: [%s]\n        labels: {namespace: test, endpoint: e2e}\n", job, strings.Join(hosts, ", "))
@@ -168,53 +172,12 @@ func buildAll(ctx context.Context, t *testing.T, dir string, pkgs map[string]str
 	out := map[string]string{}
 	for name, pkg := range pkgs {
 		bin := filepath.Join(dir, name)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, b)
+		if err := gobuild.Build(ctx, "", pkg, bin); err != nil {
+			t.Fatal(err)
 		}
 		out[name] = bin
 	}
 	return out
-}
-
-// reserved holds the ports handed out: processes bind theirs only after
-// starting, so a later run must not overlap an earlier one.
-var reserved = map[int]bool{}
-
-// portRun returns p with p..p+n-1 free on every interface and not handed
-// out before.
-func portRun(t *testing.T, n int) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		ok := p+n < 1<<16
-		for i := 0; ok && i < n; i++ {
-			if reserved[p+i] {
-				ok = false
-				break
-			}
-			l, err := net.Listen("tcp", ":"+strconv.Itoa(p+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = l.Close()
-		}
-		if ok {
-			for i := range n {
-				reserved[p+i] = true
-			}
-			return p
-		}
-	}
-	t.Fatal("no free port run")
-	return 0
 }
 
 func waitOK(ctx context.Context, t *testing.T, u string) {

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tests/harness"
 )
 
@@ -45,12 +45,7 @@ scrape_configs:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testnet.FreeAddr(t)
 	harness.StartProcess(ctx, t, bin, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	prom := "http://" + addr

@@ -1,16 +1,15 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/warmpath/warmpath/libs/gobuild"
 )
 
 // buildTimeout bounds one `go build`; a cold build cache compiles the
@@ -32,8 +31,8 @@ var builds sync.Map
 // returns its path. The binary is named after the package's last element and
 // shared by every test in the process; callers must not modify it.
 //
-// The build disables cgo, trims paths and omits VCS stamps, so the same
-// source always gives the same bytes and Image can key on them.
+// The build is gobuild.Build's: static, with the same bytes for the same
+// source, so Image can key on them.
 func Binary(t testing.TB, pkg string) string {
 	t.Helper()
 	v, _ := builds.LoadOrStore(pkg, &buildResult{})
@@ -57,14 +56,8 @@ func build(pkg string) (string, error) {
 	out := filepath.Join(dir, path.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	var stderr bytes.Buffer
-	cmd.Stdout = &stderr
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("harness: go build %s: %w\n%s", pkg, err, stderr.Bytes())
+	if err := gobuild.Build(ctx, root, pkg, out); err != nil {
+		return "", fmt.Errorf("harness: %w", err)
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tests/harness"
 )
 
@@ -41,21 +42,11 @@ type worker struct {
 	proc *harness.Process
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startWorker runs vllm-sim with args added to the defaults and waits for
 // /health. The process is killed when the test ends.
 func startWorker(t *testing.T, args ...string) *worker {
 	t.Helper()
-	return startWorkerOn(t, freePort(t), args...)
+	return startWorkerOn(t, testnet.FreePort(t), args...)
 }
 
 // startWorkerOn is startWorker on a given port.
@@ -151,7 +142,7 @@ func startRouter(t *testing.T, workers []*worker, args ...string) *router {
 // client trusting its certificate, for a router serving TLS).
 func startRouterOn(t *testing.T, scheme string, client *http.Client, workers []*worker, args ...string) *router {
 	t.Helper()
-	return startRouterAt(t, scheme, client, "127.0.0.1:"+strconv.Itoa(freePort(t)), workers, args...)
+	return startRouterAt(t, scheme, client, "127.0.0.1:"+strconv.Itoa(testnet.FreePort(t)), workers, args...)
 }
 
 // startRouterAt is startRouterOn listening on addr (replicas that must

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,32 +14,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/libs/testredis"
 	"github.com/warmpath/warmpath/libs/testwait"
 )
-
-// freePortRun returns a port p with p, p+1 and p+2 free on every interface:
-// a simulated worker's HTTP, KV-event and replay sockets.
-func freePortRun(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		p := freePort(t)
-		ok := p+2 < 1<<16
-		for i := 0; ok && i < 3; i++ {
-			ln, err := net.Listen("tcp", ":"+strconv.Itoa(p+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = ln.Close()
-		}
-		if ok {
-			return p
-		}
-	}
-	t.Fatal("no run of three free ports")
-	return 0
-}
 
 // startEventWorker runs vllm-sim publishing KV events on port+1 (replay on
 // port+2) in the given encoding.
@@ -127,7 +103,7 @@ func TestKVAwareSeesWhatItDidNotRoute(t *testing.T) {
 			if i%2 == 1 {
 				enc = "positional"
 			}
-			ws[i] = startEventWorker(t, freePortRun(t), enc, "--time-scale", "20")
+			ws[i] = startEventWorker(t, testnet.FreePortRun(t, 3, nil), enc, "--time-scale", "20")
 		}
 		placer := startRouter(t, ws, "--strategy", "roundrobin")
 		var warm, warmChat []string
@@ -218,7 +194,7 @@ func waitEventsApplied(t *testing.T, r *router, ws []*worker) {
 // TestKVAwareWorkerRestart: a worker that restarts starts its event
 // sequence again; the router drops what it indexed for the old process.
 func TestKVAwareWorkerRestart(t *testing.T) {
-	port := freePortRun(t)
+	port := testnet.FreePortRun(t, 3, nil)
 	w := startEventWorker(t, port, "map")
 	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware")...)
 	body := func(s string) string {
@@ -263,7 +239,7 @@ func TestKVAwareWorkerRestart(t *testing.T) {
 // once, not kept until it answers again: nothing it held is usable, and
 // /debug/kv/held must not say otherwise.
 func TestKVAwareDeadWorkerDropsIndex(t *testing.T) {
-	w := startEventWorker(t, freePortRun(t), "map")
+	w := startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map")
 	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware")...)
 	doc, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
 		"prompt": strings.Repeat("a document the worker caches. ", 60)})
@@ -290,8 +266,8 @@ func TestKVAwareDeadWorkerDropsIndex(t *testing.T) {
 // once, or documents are sent to its empty cache while another worker
 // holds their prefix.
 func TestKVAwareBindRestartDropsIndex(t *testing.T) {
-	bind := freePort(t)
-	port := freePortRun(t)
+	bind := testnet.FreePort(t)
+	port := testnet.FreePortRun(t, 3, nil)
 	cfg := fmt.Sprintf(`{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://127.0.0.1:%d","replay_endpoint":"tcp://*:%d","topic":"kv@127.0.0.1:%d@%s"}`, bind, port+2, port, simModel)
 	w := startWorkerOn(t, port, "--kv-events-config", cfg)
 	r := startRouter(t, []*worker{w}, append(kvBind(bind), "--strategy", "kvaware")...)
@@ -323,10 +299,10 @@ func TestKVAwareBindRestartDropsIndex(t *testing.T) {
 // TestKVAwareBindTopology: the router binds one SUB socket and the workers
 // connect to it, each naming itself in its topic — vLLM's other topology.
 func TestKVAwareBindTopology(t *testing.T) {
-	bind := freePort(t)
+	bind := testnet.FreePort(t)
 	ws := make([]*worker, 2)
 	for i := range ws {
-		port := freePortRun(t)
+		port := testnet.FreePortRun(t, 3, nil)
 		topic := fmt.Sprintf("kv@127.0.0.1:%d@%s", port, simModel)
 		if i == 1 {
 			topic = fmt.Sprintf("http://127.0.0.1:%d", port) // a worker URL works too
@@ -369,7 +345,7 @@ func TestKVAwareBindTopology(t *testing.T) {
 // group's follow-ups to the same worker — the one holding its prefix.
 func TestKVAwareSharedRedisIndex(t *testing.T) {
 	redisURL := testredis.Start(t)
-	ws := []*worker{startEventWorker(t, freePortRun(t), "map"), startEventWorker(t, freePortRun(t), "positional")}
+	ws := []*worker{startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map"), startEventWorker(t, testnet.FreePortRun(t, 3, nil), "positional")}
 	placer := startRouter(t, ws, "--strategy", "roundrobin")
 	prompt := func(g, q int) string {
 		b, _ := json.Marshal(map[string]any{"model": simModel, "max_tokens": 2,
@@ -447,7 +423,7 @@ func TestKVAwareSeesEvictions(t *testing.T) {
 		for i := range ws {
 			// 400 blocks of 16 tokens: a flood of a few long prompts evicts
 			// every group prefix (about 700 tokens each) a worker holds.
-			ws[i] = startEventWorker(t, freePortRun(t), "map", "--num-gpu-blocks-override", "400", "--max-model-len", "4096", "--time-scale", "20")
+			ws[i] = startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map", "--num-gpu-blocks-override", "400", "--max-model-len", "4096", "--time-scale", "20")
 		}
 		r := startRouter(t, ws, append(kvEvents(), "--strategy", strategyName)...)
 		placer := startRouter(t, ws, "--strategy", "roundrobin")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestKVAwareCreditsTheL2View wires a fake cache server (a silent event
@@ -43,7 +44,7 @@ func TestKVAwareCreditsTheL2View(t *testing.T) {
 	defer snap.Close()
 	port := pub.Addr().String()[strings.LastIndexByte(pub.Addr().String(), ':')+1:]
 
-	w := startEventWorker(t, freePortRun(t), "map", "--time-scale", "20")
+	w := startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map", "--time-scale", "20")
 	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware",
 		"--l2-events-endpoints", "tcp://127.0.0.1:"+port, "--l2-snapshot-urls", snap.URL, "--l2-hash-seed", "0", "--l2-chunk-tokens", "256")...)
 

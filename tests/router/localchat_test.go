@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestLocalChatThroughRouter: kvaware routes a multi-turn chat with the
 // in-process tokenizer, and the metrics count the reuse.
 func TestLocalChatThroughRouter(t *testing.T) {
-	ws := []*worker{startEventWorker(t, freePortRun(t), "map", "--tokenizer", "cl100k_base", "--chat-template", "chatml")}
+	ws := []*worker{startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map", "--tokenizer", "cl100k_base", "--chat-template", "chatml")}
 	r := startRouter(t, ws, append(kvEvents(), "--strategy", "kvaware", "--tokenizer-local", simModel+"=cl100k_base:chatml")...)
 	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("Policy text. ", 100)}}
 	for turn := range 3 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/testlog"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/libs/testwait"
 )
 
@@ -23,8 +24,8 @@ import (
 func TestLogsVerifyRouting(t *testing.T) {
 	lmcache := []string{"--kv-transfer-config", `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`}
 	ws := []*worker{
-		startEventWorker(t, freePortRun(t), "map", lmcache...),
-		startEventWorker(t, freePortRun(t), "map", lmcache...),
+		startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map", lmcache...),
+		startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map", lmcache...),
 	}
 	r := startRouter(t, ws, append(kvEvents(), "--strategy", "kvaware",
 		"--log-format", "json", "--log-level", "info", "--log-routed-per-second", "100", "--log-worker-status-interval", "1s")...)

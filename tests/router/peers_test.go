@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // replicaRun is one live run of sharedPrefixPrompts through routers.
@@ -27,7 +29,7 @@ func runReplicas(t *testing.T, name string, n int, peered bool, prompts []string
 	addrs := make([]string, n)
 	urls := make([]string, n)
 	for i := range addrs {
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
 		urls[i] = "http://" + addrs[i]
 	}
 	rs := make([]*router, n)
@@ -116,8 +118,8 @@ const replicaSlack = 0.05
 // each such fallback is counted.
 func TestReplicaOwnerDown(t *testing.T) {
 	w := startWorker(t)
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	dead := "http://127.0.0.1:" + strconv.Itoa(freePort(t)) // nothing listens
+	addr := "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
+	dead := "http://127.0.0.1:" + strconv.Itoa(testnet.FreePort(t)) // nothing listens
 	r := startRouterAt(t, "http", http.DefaultClient, addr, []*worker{w},
 		"--peers", "http://"+addr+","+dead, "--peer-self", "http://"+addr)
 	prompts := sharedPrefixPrompts(8, 2)

@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/tests/harness"
 )
@@ -418,7 +419,7 @@ func TestConfigReload(t *testing.T) {
 func TestPromtoolCheckMetrics(t *testing.T) {
 	// kvaware on an event-publishing worker, so the kv_* and tokenize
 	// metrics are in the exposition too.
-	w := startEventWorker(t, freePortRun(t), "map")
+	w := startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map")
 	r := startRouter(t, []*worker{w}, append(kvEvents(), "--strategy", "kvaware")...)
 	post(t, r.url+"/v1/completions", `{"model":"`+simModel+`","prompt":"metrics `+strings.Repeat("and more words ", 40)+`","max_tokens":2}`)
 	post(t, r.url+"/v1/completions", `{"model":"nope","prompt":"x"}`)

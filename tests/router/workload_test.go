@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tests/harness"
 )
 
@@ -41,7 +42,7 @@ func sharedPrefixWorkers(t *testing.T, strategyName string) []*worker {
 		// A GPU cache of 8,000 tokens holds about 4.5 of the 1,700-token group prefixes.
 		args := []string{"--num-gpu-blocks-override", "500", "--max-model-len", "4096", "--time-scale", "10"}
 		if strategyName == "kvaware" {
-			ws[i] = startEventWorker(t, freePortRun(t), "map", args...)
+			ws[i] = startEventWorker(t, testnet.FreePortRun(t, 3, nil), "map", args...)
 		} else {
 			ws[i] = startWorker(t, args...)
 		}

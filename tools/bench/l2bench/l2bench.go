@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -20,8 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
+	"github.com/warmpath/warmpath/libs/gobuild"
 	"github.com/warmpath/warmpath/libs/lmproto"
-	"github.com/warmpath/warmpath/tools/bench/proc"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // cacheServerPackage is built for each run, so the figures are the tree's.
@@ -78,13 +80,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("l2bench: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	bin, err := proc.Build(ctx, dir, cacheServerPackage)
-	if err != nil {
+	bin := filepath.Join(dir, "cacheserver")
+	if err := gobuild.Build(ctx, "", cacheServerPackage, bin); err != nil {
 		return nil, fmt.Errorf("l2bench: %w", err)
 	}
-	addrs, err := freeAddrs(4)
+	addrs, err := testnet.PickAddrs(ctx, 4)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("l2bench: %w", err)
 	}
 	lmAddr, respAddr, httpAddr, redisAddr := addrs[0], addrs[1], addrs[2], addrs[3]
 	cs := exec.CommandContext(ctx, bin, "--lm-listen", lmAddr, "--resp-listen", respAddr, "--http-listen", httpAddr,
@@ -158,22 +160,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Connections: conns, DurationS: d.Seconds(), Mix: "80% GET / 20% SET over 8 keys", Results: rows,
 		Goal: "warmpath GET throughput >= 2x Redis at both sizes and >= 50% of the TCP ceiling",
 	}, nil
-}
-
-// freeAddrs returns n distinct loopback addresses free now (each
-// listener is held until all are chosen, so none is handed out twice).
-func freeAddrs(n int) ([]string, error) {
-	var lc net.ListenConfig
-	addrs := make([]string, 0, n)
-	for range n {
-		l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("l2bench: a free port: %w", err)
-		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
 }
 
 // waitTCP waits until addr accepts a connection.

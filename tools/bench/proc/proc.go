@@ -9,11 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -149,32 +147,4 @@ func (p *Process) LogTail() string {
 		return s
 	}
 	return "(empty)"
-}
-
-// FreeAddr returns a loopback address with a port that was free a moment
-// ago. Another process may take it before the child binds it; the child
-// then fails to start and says so in its log.
-func FreeAddr(ctx context.Context) (string, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return addr, nil
-}
-
-// Build compiles the main package pkg (an import path) into dir as a
-// static binary named after its last element, and returns its path.
-func Build(ctx context.Context, dir, pkg string) (string, error) {
-	bin := filepath.Join(dir, path.Base(pkg))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", path.Base(pkg), err, b)
-	}
-	return bin, nil
 }

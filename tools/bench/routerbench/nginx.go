@@ -13,6 +13,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tools/bench/proc"
 )
 
@@ -135,7 +136,7 @@ func StartNginx(ctx context.Context, c NginxConfig) (*Proxy, error) {
 	if err := os.Chmod(c.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("routerbench: nginx dir: %w", err)
 	}
-	listen, err := proc.FreeAddr(ctx)
+	listen, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return nil, err
 	}

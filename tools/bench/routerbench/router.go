@@ -1,15 +1,14 @@
 package routerbench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tools/bench/proc"
 )
 
@@ -43,15 +42,9 @@ func BuildRouter(ctx context.Context, dir string) (string, error) {
 // goBuild builds pkg into dir/name with the go command on PATH; flag names
 // the option that passes a prebuilt binary instead.
 func goBuild(ctx context.Context, dir, name, pkg, flag string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		return "", fmt.Errorf("routerbench: build %s: no go command on PATH (or pass %s): %w", name, flag, err)
-	}
 	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, gobin, "build", "-trimpath", "-buildvcs=false", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("routerbench: go build %s: %w\n%s", pkg, err, bytes.TrimSpace(msg))
+	if err := gobuild.Build(ctx, "", pkg, out); err != nil {
+		return "", fmt.Errorf("routerbench: build %s (or pass %s): %w", name, flag, err)
 	}
 	return out, nil
 }
@@ -68,7 +61,7 @@ func StartRouter(ctx context.Context, c RouterConfig) (*Proxy, error) {
 		}
 		version = "go build " + RouterPackage
 	}
-	listen, err := proc.FreeAddr(ctx)
+	listen, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpath/warmpath/tools/bench/proc"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // StdlibPackage is the plain net/http/httputil.ReverseProxy the stdlib
@@ -36,7 +36,7 @@ func StartStdlib(ctx context.Context, c StdlibConfig) (*Proxy, error) {
 		}
 		version = "go build " + StdlibPackage
 	}
-	listen, err := proc.FreeAddr(ctx)
+	listen, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tools/bench/proc"
 	simapp "github.com/warmpath/warmpath/tools/vllmsim/app"
 )
@@ -83,9 +84,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	ts := strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64)
 	var remote, l2Events, l2Snapshot string
 	if cfg.L2 {
-		addrs, err := freeAddrs(ctx, 5)
+		addrs, err := testnet.PickAddrs(ctx, 5)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("stack: cache server addresses: %w", err)
 		}
 		lm, resp, httpAddr := addrs[0], addrs[1], addrs[2]
 		_, eventsPort, _ := net.SplitHostPort(addrs[3])
@@ -111,9 +112,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	// be handed a port an earlier worker was given and has not bound yet.
 	taken := map[int]bool{}
 	for i := range cfg.Workers {
-		port, err := freePortRun(ctx, 3, taken)
+		port, err := testnet.PickPortRun(ctx, "127.0.0.1", 3, taken)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("stack: worker %d ports: %w", i, err)
 		}
 		argv := []string{filepath.Join(cfg.BinDir, "vllm-sim"), "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 			"--model", cfg.Model, "--time-scale", ts, "--worker-id", strconv.Itoa(i), "--log-format", "text",
@@ -138,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			return nil, fmt.Errorf("stack: worker %d: %w", i, err)
 		}
 	}
-	listen, err := proc.FreeAddr(ctx)
+	listen, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -191,55 +192,6 @@ func (s *Stack) Stop() error {
 	}
 	s.procs = nil
 	return errors.Join(errs...)
-}
-
-// freeAddrs finds n free loopback addresses.
-func freeAddrs(ctx context.Context, n int) ([]string, error) {
-	addrs := make([]string, n)
-	for i := range addrs {
-		var err error
-		if addrs[i], err = proc.FreeAddr(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return addrs, nil
-}
-
-// freePortRun finds n consecutive free loopback ports, none of them in
-// taken (which it adds them to): a worker's HTTP port and, after it, its
-// KV-event and replay ports.
-func freePortRun(ctx context.Context, n int, taken map[int]bool) (int, error) {
-	var lc net.ListenConfig
-	for range 50 {
-		ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("stack: find free ports: %w", err)
-		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if base+n >= 1<<16 {
-			continue
-		}
-		ok := true
-		for p := base; ok && p < base+n; p++ {
-			ok = !taken[p]
-		}
-		for p := base + 1; ok && p < base+n; p++ {
-			l, err := lc.Listen(ctx, "tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			_ = l.Close()
-		}
-		if ok {
-			for p := base; p < base+n; p++ {
-				taken[p] = true
-			}
-			return base, nil
-		}
-	}
-	return 0, errors.New("stack: no run of free ports")
 }
 
 // localTokenizer is the router's --tokenizer-local for the workers: their

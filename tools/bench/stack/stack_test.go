@@ -18,24 +18,3 @@ func TestLocalTokenizer(t *testing.T) {
 		}
 	}
 }
-
-// TestFreePortRunsDoNotOverlap: workers bind their ports only once
-// started, so the runs handed out for one stack must not share a port even
-// though none is bound yet (a worker of a `make demo` run once died on
-// "address already in use" for a port probed twice).
-func TestFreePortRunsDoNotOverlap(t *testing.T) {
-	taken := map[int]bool{}
-	seen := map[int]int{}
-	for i := range 200 {
-		base, err := freePortRun(t.Context(), 3, taken)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for p := base; p < base+3; p++ {
-			if j, dup := seen[p]; dup {
-				t.Fatalf("port %d handed out to run %d and run %d", p, j, i)
-			}
-			seen[p] = i
-		}
-	}
-}

@@ -28,7 +28,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmpath/warmpath/libs/gobuild"
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tools/bench/proc"
 	"github.com/warmpath/warmpath/tools/bench/procstat"
 	"github.com/warmpath/warmpath/tools/bench/report"
@@ -161,8 +163,8 @@ func run(out string, d time.Duration, conns int, capacity int64, redisToo bool) 
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := proc.Build(ctx, dir, "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver")
-	if err != nil {
+	bin := filepath.Join(dir, "cacheserver")
+	if err := gobuild.Build(ctx, "", "github.com/warmpath/warmpath/services/cacheserver/cmd/cacheserver", bin); err != nil {
 		return err
 	}
 	goal := capacity*5/4 + 64*mib
@@ -226,12 +228,12 @@ func finish(r *row, p *proc.Process, pid int, c churn, d time.Duration) error {
 }
 
 func measureWarmpath(ctx context.Context, bin, dir string, capacity int64, size, keys, conns int, d time.Duration) (row, error) {
-	lm, err := proc.FreeAddr(ctx)
+	lm, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return row{}, err
 	}
-	respAddr, _ := proc.FreeAddr(ctx)
-	httpAddr, _ := proc.FreeAddr(ctx)
+	respAddr, _ := testnet.PickAddr(ctx)
+	httpAddr, _ := testnet.PickAddr(ctx)
 	disk := filepath.Join(dir, fmt.Sprintf("disk-%d", size))
 	p, err := proc.Start(fmt.Sprintf("cacheserver-%dmib", size/mib), dir, []string{bin,
 		"--lm-listen", lm, "--resp-listen", respAddr, "--http-listen", httpAddr,
@@ -257,7 +259,7 @@ func measureRedis(ctx context.Context, dir string, capacity int64, size, keys, c
 	if err != nil {
 		return row{}, errors.New("redis-server not on PATH: make tools installs it (or pass --redis=false)")
 	}
-	addr, err := proc.FreeAddr(ctx)
+	addr, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return row{}, err
 	}

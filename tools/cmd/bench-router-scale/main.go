@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpath/warmpath/tools/bench/proc"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/tools/bench/report"
 	"github.com/warmpath/warmpath/tools/bench/routerbench"
 	"github.com/warmpath/warmpath/tools/bench/routerscale"
@@ -69,7 +69,7 @@ func run(args []string) error {
 	}
 	// kvaware tokenizes in process and takes KV events on one bound
 	// socket, which the fake workers never join: its index stays empty.
-	events, err := proc.FreeAddr(ctx)
+	events, err := testnet.PickAddr(ctx)
 	if err != nil {
 		return err
 	}

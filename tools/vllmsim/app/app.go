@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -287,8 +285,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := telemetry.NewRegistry()
 	var pubStats simmetrics.PublisherStats
 	if a.pub != nil {
 		pubStats = func() (uint64, uint64, uint64) {

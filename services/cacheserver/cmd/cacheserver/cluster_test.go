@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -12,29 +11,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
-
-// freeAddr returns a loopback address nothing listens on (a peer address
-// must be known before the node that owns it starts).
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
 
 // TestRESPThroughCluster: two nodes; a value PUT over lm:// on A, under a
 // key only A owns, is read over RESP on B (which forwards to A), and RESP
 // writes and deletes on B reach A. RESP used to serve B's store alone.
 func TestRESPThroughCluster(t *testing.T) {
-	peerA, peerB := freeAddr(t), freeAddr(t)
+	peerA, peerB := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	peers := peerA + "," + peerB
 	a := startServer(t, nil, "--peer-listen", peerA, "--peers", peers)
 	b := startServer(t, nil, "--peer-listen", peerB, "--peers", peers)

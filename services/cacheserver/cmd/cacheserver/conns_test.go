@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestMaxConnections: past --max-connections an lm:// connection is not
 // served (it waits in the backlog) until another closes.
 func TestMaxConnections(t *testing.T) {
-	lm, respAddr, httpAddr := freePort(t), freePort(t), freePort(t)
+	lm, respAddr, httpAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

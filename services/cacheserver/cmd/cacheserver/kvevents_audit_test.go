@@ -26,6 +26,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/kvevents"
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
@@ -407,7 +408,7 @@ func diff(a, b hashSet) []string {
 // store holds. Chunks written through A land on their owners, and each
 // node's snapshot lists exactly the chunks it owns.
 func TestKVEventsCluster(t *testing.T) {
-	peerA, peerB := freeAddr(t), freeAddr(t)
+	peerA, peerB := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	peers := peerA + "," + peerB
 	events := []string{"--kv-events-endpoint", "tcp://*:0"}
 	a := startServer(t, nil, append([]string{"--peer-listen", peerA, "--peers", peers}, events...)...)

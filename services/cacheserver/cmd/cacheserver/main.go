@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/net/netutil"
 
 	"github.com/warmpath/warmpath/libs/flagenv"
@@ -118,8 +116,7 @@ func run(ctx context.Context, args []string) error {
 	if *pprofAddr != "" {
 		go httpserve.ServePprof(ctx, *pprofAddr, log)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := telemetry.NewRegistry()
 	limit, source, err := memlimit.Choose(os.LookupEnv, "/", *goMemLimit, *memCap+*memCap/8+32<<20)
 	if err != nil {
 		return err

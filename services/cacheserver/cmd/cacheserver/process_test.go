@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warmpath/warmpath/libs/gobuild"
 )
 
 // The tests in this file run the real binary over real sockets: what a
@@ -43,11 +46,7 @@ func serverBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(buildDir, "cacheserver")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
+		buildErr = gobuild.Build(context.Background(), "", ".", binPath)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

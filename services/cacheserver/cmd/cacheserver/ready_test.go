@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,18 +11,9 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/testnet"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // readyz polls /readyz until it answers and returns its status.
 func readyz(t *testing.T, addr string, until func(int) bool) int {
@@ -66,7 +56,7 @@ func TestListensWhileDiskLoads(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	lm, respAddr, httpAddr := freePort(t), freePort(t), freePort(t)
+	lm, respAddr, httpAddr := testnet.FreeAddr(t), testnet.FreeAddr(t), testnet.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/lmserver"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
 
 // node is one in-process cache server: a client listener over the
@@ -257,24 +257,6 @@ func newBlackhole(t *testing.T, ctx context.Context, backend string) *blackhole 
 	return b
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) Add(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-}
-
 // TestHungPeerIsEjected: a peer that accepts and never answers costs the
 // forward deadline for its first few failures, then is skipped (a miss in
 // well under the deadline) until its backoff ends; once it answers again
@@ -286,7 +268,7 @@ func TestHungPeerIsEjected(t *testing.T) {
 	pm := metrics.New(prometheus.NewRegistry(), peerMem)
 	hole := newBlackhole(t, ctx, serve(t, ctx, cluster.Local{Mem: peerMem}, pm))
 
-	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	clock := testclock.New()
 	mem := store.NewMemory(64<<20, store.Options{})
 	m := metrics.New(prometheus.NewRegistry(), mem)
 	const timeout = 100 * time.Millisecond
@@ -322,18 +304,18 @@ func TestHungPeerIsEjected(t *testing.T) {
 
 	// Still hung when the backoff ends: one probe fails and the backoff
 	// doubles (1s -> 2s), so 1.5s later the peer is still skipped.
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	if ok, took := get(); ok || took < timeout/2 {
 		t.Fatalf("probe after the backoff: hit %v after %v; want a slow miss", ok, took)
 	}
-	clock.Add(1500 * time.Millisecond)
+	clock.Advance(1500 * time.Millisecond)
 	if ok, took := get(); ok || took > timeout/4 {
 		t.Fatalf("within the doubled backoff: hit %v after %v; want a fast miss", ok, took)
 	}
 
 	// Recovered: after the backoff the probe succeeds and the peer stays in.
 	hole.alive.Store(true)
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	for i := range 3 {
 		if ok, _ := get(); !ok {
 			t.Fatalf("recovered peer, request %d: miss; want its key", i)

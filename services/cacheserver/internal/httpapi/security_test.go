@@ -14,7 +14,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,25 +26,8 @@ import (
 	"github.com/warmpath/warmpath/libs/tlsconf"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func request(t *testing.T, c *http.Client, method, url string, body []byte, headers ...string) (*http.Response, []byte) {
 	t.Helper()
@@ -66,7 +48,7 @@ func request(t *testing.T, c *http.Client, method, url string, body []byte, head
 }
 
 func TestTTLHeader(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	clock := testclock.New()
 	reg := prometheus.NewRegistry()
 	mem := store.NewMemory(64<<20, store.Options{DefaultTTL: time.Hour, Now: clock.Now})
 	srv := httptest.NewServer(Handler(Config{MaxValueBytes: 1 << 20}, mem, metrics.New(reg, mem), reg))

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,27 +24,8 @@ import (
 	"github.com/warmpath/warmpath/services/cacheserver/internal/cluster"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/store"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_800_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func TestSetExpiry(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0).UnixNano()
@@ -146,7 +126,7 @@ func TestExpiresAtOverflow(t *testing.T) {
 
 // TestTTLGoRedis: go-redis's expiry commands against the injected clock.
 func TestTTLGoRedis(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	addr, _ := startWith(t, Config{}, store.Options{DefaultTTL: time.Hour, Now: clock.Now}, nil)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 	defer rdb.Close()
@@ -248,7 +228,7 @@ func redisCLI(t *testing.T, addr string, flags []string, args ...string) string 
 }
 
 func TestRedisCLIExpiry(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	addr, _ := startWith(t, Config{}, store.Options{Now: clock.Now}, nil)
 	steps := []struct {
 		args    []string

@@ -15,29 +15,8 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/services/cacheserver/internal/testclock"
 )
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Unix(1_800_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) In(d time.Duration) int64 { return c.Now().Add(d).UnixNano() }
 
 func TestMemoryExpiry(t *testing.T) {
 	tests := []struct {
@@ -60,7 +39,7 @@ func TestMemoryExpiry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newClock()
+			clock := testclock.New()
 			m := NewMemory(16<<20, Options{DefaultTTL: tt.defaultTTL, Now: clock.Now})
 			o := &Object{Value: []byte("v")}
 			if tt.expires > 0 {
@@ -99,7 +78,7 @@ func TestMemoryExpiry(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func TestMemoryExpiredPutAndSetExpiresDelete(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	m := NewMemory(16<<20, Options{Now: clock.Now})
 	m.Put("k", &Object{Value: []byte("v")})
 	if !m.Put("k", &Object{Value: []byte("v2"), Expires: clock.In(-time.Second)}) || m.Contains("k") {
@@ -125,7 +104,7 @@ func TestMemoryExpiredPutAndSetExpiresDelete(t *testing.T) {
 // TestConcurrentExpiryChanges: readers, writers and expiry changes on the
 // same keys (run with -race).
 func TestConcurrentExpiryChanges(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	m := NewMemory(1<<20, Options{Now: clock.Now})
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -157,7 +136,7 @@ func TestConcurrentExpiryChanges(t *testing.T) {
 // TestEvictionReclaimsExpired: eviction drops expired objects before live
 // ones reach the disk tier, and never writes them behind.
 func TestEvictionReclaimsExpired(t *testing.T) {
-	clock := newClock()
+	clock := testclock.New()
 	m := NewMemory(16<<20, Options{Now: clock.Now}) // 1 MiB per shard
 	var mu sync.Mutex
 	var behind []string
@@ -188,7 +167,7 @@ func TestEvictionReclaimsExpired(t *testing.T) {
 
 func TestDiskExpirySurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	clock := newClock()
+	clock := testclock.New()
 	d, err := OpenDisk(dir, 1<<20, clock.Now)
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +288,7 @@ func TestDiskReadsVersion1(t *testing.T) {
 
 func TestTieredExpiry(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	clock := newClock()
+	clock := testclock.New()
 	mem := NewMemory(16<<20, Options{DefaultTTL: time.Hour, Now: clock.Now})
 	disk, err := OpenDisk(t.TempDir(), 64<<20, clock.Now)
 	if err != nil {

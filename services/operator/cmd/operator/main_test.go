@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,17 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
-)
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+	"github.com/warmpath/warmpath/libs/testnet"
+)
 
 // TestRunServesAndReconciles starts the operator binary's run against a
 // real API server (envtest): it must win leader election, answer its
@@ -62,7 +53,7 @@ func TestRunServesAndReconciles(t *testing.T) {
 	}
 	t.Setenv("KUBECONFIG", kubeconfig)
 
-	probe, metrics := freeAddr(t), freeAddr(t)
+	probe, metrics := testnet.FreeAddr(t), testnet.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,9 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestSignals runs the real binary: SIGHUP rereads the routing file (the
@@ -20,21 +22,14 @@ import (
 func TestSignals(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "router")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := gobuild.Build(t.Context(), "", ".", bin); err != nil {
+		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "routing.yaml")
 	if err := os.WriteFile(cfg, []byte("strategy: roundrobin\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testnet.FreeAddr(t)
 	cmd := exec.Command(bin, "--listen", addr, "--workers", "http://127.0.0.1:1", "--config", cfg, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

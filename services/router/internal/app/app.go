@@ -19,12 +19,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/libs/openai"
+	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/services/router/internal/config"
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/kvredis"
@@ -161,8 +161,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.Tracer = noop.NewTracerProvider().Tracer("router")
 	}
 	if o.Registry == nil {
-		o.Registry = prometheus.NewRegistry()
-		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		o.Registry = telemetry.NewRegistry()
 	}
 	a := &App{opts: o, pool: pool.New(), limiter: limiter.New(o.Limits), preds: strategy.NewPredictions()}
 	a.metrics = metrics.New(o.Registry, a.pool, a.limiter.Stats)
