@@ -53,14 +53,15 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("router", flag.ContinueOnError)
 	listen := fs.String("listen", "0.0.0.0:8080", "address to serve the OpenAI API on")
-	workers := fs.String("workers", "", "static worker list: comma-separated base URLs (http://host:port)")
-	dnsName := fs.String("dns-name", "", "discover workers from this DNS name (a headless Service)")
-	dnsPort := fs.Int("dns-port", 8000, "worker port for --dns-name")
-	dnsInterval := fs.Duration("dns-interval", 5*time.Second, "how often to re-resolve --dns-name")
-	k8sNamespace := fs.String("k8s-namespace", "", "discover workers from EndpointSlices in this namespace")
-	k8sSelector := fs.String("k8s-selector", "", "label selector for the EndpointSlices (e.g. kubernetes.io/service-name=workers)")
-	k8sPort := fs.String("k8s-port", "http", "worker port name or number in the EndpointSlices")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster)")
+	var sf sourceFlags
+	fs.StringVar(&sf.workers, "workers", "", "static worker list: comma-separated base URLs (http://host:port)")
+	fs.StringVar(&sf.dnsName, "dns-name", "", "discover workers from this DNS name (a headless Service)")
+	fs.IntVar(&sf.dnsPort, "dns-port", 8000, "worker port for --dns-name")
+	fs.DurationVar(&sf.dnsInterval, "dns-interval", 5*time.Second, "how often to re-resolve --dns-name")
+	fs.StringVar(&sf.k8sNamespace, "k8s-namespace", "", "discover workers from EndpointSlices in this namespace")
+	fs.StringVar(&sf.k8sSelector, "k8s-selector", "", "label selector for the EndpointSlices (e.g. kubernetes.io/service-name=workers)")
+	fs.StringVar(&sf.k8sPort, "k8s-port", "http", "worker port name or number in the EndpointSlices")
+	fs.StringVar(&sf.kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster)")
 	configPath := fs.String("config", "", "routing configuration file (YAML/JSON), reloaded on change and on SIGHUP")
 	strategyName := fs.String("strategy", "prefixaware", "routing strategy when no --config: prefixaware, session, roundrobin, kvaware")
 	var kv kvsub.Config
@@ -217,7 +218,7 @@ func run() error {
 	}
 	defer func() { _ = shutdownTracing(context.Background()) }()
 
-	src, err := source(*workers, *dnsName, *dnsPort, *dnsInterval, *k8sNamespace, *k8sSelector, *k8sPort, *kubeconfig, log)
+	src, err := source(sf, log)
 	if err != nil {
 		return err
 	}
@@ -255,10 +256,23 @@ func run() error {
 	return a.Run(ctx, ln, shutdown)
 }
 
+// sourceFlags are the discovery flags; exactly one source may be set
+// (source).
+type sourceFlags struct {
+	workers      string
+	dnsName      string
+	dnsPort      int
+	dnsInterval  time.Duration
+	k8sNamespace string
+	k8sSelector  string
+	k8sPort      string
+	kubeconfig   string
+}
+
 // source builds the one configured discovery source.
-func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns, selector, port, kubeconfig string, log *slog.Logger) (discovery.Source, error) {
+func source(f sourceFlags, log *slog.Logger) (discovery.Source, error) {
 	n := 0
-	for _, set := range []bool{workers != "", dnsName != "", ns != "" || selector != ""} {
+	for _, set := range []bool{f.workers != "", f.dnsName != "", f.k8sNamespace != "" || f.k8sSelector != ""} {
 		if set {
 			n++
 		}
@@ -267,15 +281,15 @@ func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns,
 		return nil, errors.New("give exactly one discovery source: --workers, --dns-name, or --k8s-namespace with --k8s-selector")
 	}
 	switch {
-	case workers != "":
-		return discovery.Static(discovery.ParseList(workers))
-	case dnsName != "":
-		return discovery.NewDNS(discovery.DNSConfig{Name: dnsName, Port: dnsPort, Interval: dnsInterval, Log: log})
+	case f.workers != "":
+		return discovery.Static(discovery.ParseList(f.workers))
+	case f.dnsName != "":
+		return discovery.NewDNS(discovery.DNSConfig{Name: f.dnsName, Port: f.dnsPort, Interval: f.dnsInterval, Log: log})
 	}
 	var cfg *rest.Config
 	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if f.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	} else {
 		cfg, err = rest.InClusterConfig()
 	}
@@ -286,5 +300,5 @@ func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns,
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: ns, Selector: selector, Port: port, Log: log})
+	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: f.k8sNamespace, Selector: f.k8sSelector, Port: f.k8sPort, Log: log})
 }
