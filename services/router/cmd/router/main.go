@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +45,10 @@ import (
 )
 
 func main() {
+	// gin's mode is process-wide, so the binary sets it, once, rather than
+	// whichever constructor runs first; release mode keeps gin from printing
+	// its routes and debug warnings.
+	gin.SetMode(gin.ReleaseMode)
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		os.Exit(1)

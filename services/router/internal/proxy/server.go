@@ -184,6 +184,8 @@ type Deps struct {
 }
 
 // New builds the server.
+//
+// It leaves gin's process-wide mode alone: the binary's main sets it once.
 func New(cfg Config, d Deps) *Server {
 	cfg.Defaults()
 	log := d.Log
@@ -203,7 +205,6 @@ func New(cfg Config, d Deps) *Server {
 		routed: newRoutedSampler(cfg.RoutedLogPerSecond),
 	}
 	s.routing.Store(d.Routing)
-	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.Use(s.recovery)
