@@ -26,6 +26,10 @@ type worker struct{ models []string }
 
 func (w worker) Models() []string { return w.models }
 
+// ModelsChanged is never closed: these workers' models are known from the
+// start.
+func (w worker) ModelsChanged() <-chan struct{} { return nil }
+
 // strike sends a.Payload on conn and waits for the router to drop the
 // connection; it fails the test if the router's heap grew past heapBound.
 func strike(t *testing.T, conn net.Conn, a zmtptest.Attack) {
