@@ -28,6 +28,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/libs/zmtpguard"
 	"github.com/warmpath/warmpath/services/router/internal/zsub"
 	"github.com/warmpath/warmpath/services/router/kvindex"
@@ -656,7 +657,7 @@ type replayer struct {
 func (r replayer) Replay(ctx context.Context, from uint64) ([]kvevents.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	msgs, err := kvevents.Replay(ctx, r.endpoint, from)
+	msgs, err := kvzmq.Replay(ctx, r.endpoint, from)
 	if err != nil {
 		return msgs, fmt.Errorf("replay from %d: %w", from, err)
 	}
