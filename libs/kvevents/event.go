@@ -1,7 +1,10 @@
-// Package kvevents is vLLM's KV-cache event stream: the msgpack wire format of
-// event batches (both encodings vLLM has used), the 3-frame ZMQ message, the
-// --kv-events-config JSON, a ZMQ publisher with a replay socket (used by the
-// vLLM simulator) and a replay client (used by the router's subscriber).
+// Package kvevents is the codec of vLLM's KV-cache event stream: the event
+// types, the msgpack wire format of event batches (both encodings vLLM has
+// used), the block hashes, and the framing of the 3-frame message and of a
+// replay reply. It imports no transport: whatever reads or writes the
+// stream — the ZMQ publisher and replay client in kvevents/kvzmq, the
+// router's subscriber, the cache server's tracker — decodes through it, so
+// the format is tested and fuzzed on its own, without sockets.
 //
 // The format follows vllm/distributed/kv_events.py. Decoding is lenient the way
 // vLLM's consumers must be: optional trailing fields may be missing, new ones

@@ -75,7 +75,7 @@ func FuzzParseMessage(f *testing.F) {
 		} else if !errors.Is(err, ErrFrames) {
 			t.Fatalf("error %v does not wrap ErrFrames", err)
 		}
-		if _, _, err := parseReplay(frames); err != nil && !errors.Is(err, ErrFrames) {
+		if _, _, err := ParseReplayReply(frames); err != nil && !errors.Is(err, ErrFrames) {
 			t.Fatalf("replay error %v does not wrap ErrFrames", err)
 		}
 	})

@@ -55,3 +55,31 @@ func parseSeq(frame []byte) (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(frame), nil
 }
+
+// ParseReplayReply parses one reply of a replay socket as a DEALER
+// receives it: ["", topic, seq, payload], ["", seq, payload] (before
+// v0.26) or, from the first vLLM versions, [""] alone as the end marker.
+// It is framing alone, apart from the transport (kvzmq.Replay), so that it
+// is fuzzed with ParseMessage.
+func ParseReplayReply(frames [][]byte) (m Message, end bool, err error) {
+	if len(frames) < 2 || len(frames[0]) != 0 {
+		return Message{}, false, fmt.Errorf("%w: replay reply without empty delimiter", ErrFrames)
+	}
+	rest := frames[1:]
+	switch len(rest) {
+	case 1:
+		if len(rest[0]) == 0 {
+			return Message{}, true, nil
+		}
+	case 2:
+		m.Seq, err = parseSeq(rest[0])
+		m.Payload = rest[1]
+		return m, err == nil && m.IsEnd(), err
+	case 3:
+		m.Topic = string(rest[0])
+		m.Seq, err = parseSeq(rest[1])
+		m.Payload = rest[2]
+		return m, err == nil && m.IsEnd(), err
+	}
+	return Message{}, false, fmt.Errorf("%w: replay reply of %d frames", ErrFrames, len(frames))
+}

@@ -1,7 +1,6 @@
 package kvevents
 
 import (
-	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -66,7 +65,7 @@ func TestParseReplay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, end, err := parseReplay(tt.frames)
+			got, end, err := ParseReplayReply(tt.frames)
 			if tt.wantErr {
 				if !errors.Is(err, ErrFrames) {
 					t.Fatalf("got error %v, want one wrapping ErrFrames", err)
@@ -74,46 +73,10 @@ func TestParseReplay(t *testing.T) {
 				return
 			}
 			if err != nil {
-				t.Fatalf("parseReplay: %v", err)
+				t.Fatalf("ParseReplayReply: %v", err)
 			}
 			if end != tt.wantEnd || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v end=%v, want %+v end=%v", got, end, tt.want, tt.wantEnd)
-			}
-		})
-	}
-}
-
-func TestRing(t *testing.T) {
-	tests := []struct {
-		name  string
-		limit int
-		push  int
-		since uint64
-		want  []uint64
-	}{
-		{"disabled", 0, 5, 0, nil},
-		{"not full", 4, 3, 0, []uint64{0, 1, 2}},
-		{"not full, middle", 4, 3, 1, []uint64{1, 2}},
-		{"wrapped", 4, 10, 0, []uint64{6, 7, 8, 9}},
-		{"wrapped, middle", 4, 10, 8, []uint64{8, 9}},
-		{"future", 4, 10, 10, nil},
-		{"exactly full", 3, 3, 0, []uint64{0, 1, 2}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := ring{limit: tt.limit}
-			for i := range tt.push {
-				r.push(Message{Seq: uint64(i), Payload: []byte{byte(i)}})
-			}
-			var got []uint64
-			for _, m := range r.since(tt.since) {
-				if !bytes.Equal(m.Payload, []byte{byte(m.Seq)}) {
-					t.Errorf("seq %d carries payload %x", m.Seq, m.Payload)
-				}
-				got = append(got, m.Seq)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
 	}

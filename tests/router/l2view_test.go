@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/libs/testnet"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestKVAwareCreditsTheL2View(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pub, err := kvevents.NewPublisher(ctx, kvevents.Config{Endpoint: "tcp://*:0", HWM: 1000, BufferSteps: 10, MaxQueueSize: 10}, kvevents.MapEncoding, nil)
+	pub, err := kvzmq.NewPublisher(ctx, kvzmq.Config{Endpoint: "tcp://*:0", HWM: 1000, BufferSteps: 10, MaxQueueSize: 10}, kvevents.MapEncoding, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -421,7 +421,7 @@ func (f *Feed) Restart() {
 }
 
 // Replayer fetches a worker's buffered batches from seq on (vLLM's replay
-// socket); kvevents.Replay over a worker's replay endpoint is one.
+// socket); kvzmq.Replay over a worker's replay endpoint is one.
 type Replayer interface {
 	Replay(ctx context.Context, from uint64) ([]kvevents.Message, error)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/httpserve"
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/libs/lmproto"
 	"github.com/warmpath/warmpath/libs/telemetry"
 	"github.com/warmpath/warmpath/libs/timing"
@@ -156,7 +157,7 @@ type App struct {
 	opts      Options
 	handler   http.Handler
 	rt        *runtime.Runtime
-	pub       *kvevents.Publisher
+	pub       *kvzmq.Publisher
 	l1        *lmcache.L1
 	l2        *lmcache.Tiered
 	remote    l2remote.Client
@@ -268,12 +269,12 @@ func New(ctx context.Context, o Options) (*App, error) {
 		rtCfg.L1Events = a.l1
 	}
 	if o.KVEventsConfig != "" {
-		kc, err := kvevents.ParseConfig(o.KVEventsConfig)
+		kc, err := kvzmq.ParseConfig(o.KVEventsConfig)
 		if err != nil {
 			return nil, fmt.Errorf("app: --kv-events-config: %w", err)
 		}
 		if kc.Enabled() {
-			a.pub, err = kvevents.NewPublisher(ctx, kc, o.KVEventsEncoding, o.Log.With("component", "kv-events"))
+			a.pub, err = kvzmq.NewPublisher(ctx, kc, o.KVEventsEncoding, o.Log.With("component", "kv-events"))
 			if err != nil {
 				return nil, fmt.Errorf("app: kv events publisher: %w", err)
 			}

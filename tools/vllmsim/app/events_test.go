@@ -13,6 +13,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/blockhash"
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/tools/vllmsim/engine"
 	"github.com/warmpath/warmpath/tools/vllmsim/kvpublish"
@@ -121,7 +122,7 @@ func testKVEvents(t *testing.T, enc kvevents.Encoding, intHashes bool, mode lmca
 			recvCancel()
 			// The PUB side may have sent before it finished dialling (ZMQ's
 			// slow joiner); what the SUB missed comes back through replay.
-			replayed, err := kvevents.Replay(ctx, "tcp://"+s.app.KVEventsReplayAddr().String(), 0)
+			replayed, err := kvzmq.Replay(ctx, "tcp://"+s.app.KVEventsReplayAddr().String(), 0)
 			if err != nil {
 				t.Fatalf("replay: %v", err)
 			}

@@ -14,7 +14,7 @@ import (
 	"github.com/warmpath/warmpath/tools/vllmsim/kvblock"
 )
 
-// Publisher sends one batch; *kvevents.Publisher implements it.
+// Publisher sends one batch; *kvzmq.Publisher implements it.
 type Publisher interface {
 	Publish(b kvevents.Batch) error
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/l2events"
 	"github.com/warmpath/warmpath/services/cacheserver/internal/metrics"
 )
@@ -28,10 +29,10 @@ func startKVEvents(ctx context.Context, endpoint, replay string, src l2events.So
 		}
 		return off, nil
 	}
-	cfg := kvevents.DefaultConfig()
+	cfg := kvzmq.DefaultConfig()
 	cfg.Endpoint, cfg.ReplayEndpoint = endpoint, replay
 	// vLLM's current encoding (≥ 0.26); the router decodes both.
-	pub, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, log)
+	pub, err := kvzmq.NewPublisher(ctx, cfg, kvevents.MapEncoding, log)
 	if err != nil {
 		return off, fmt.Errorf("--kv-events-endpoint: %w", err)
 	}

@@ -35,7 +35,7 @@ type Source interface {
 	Range(fn func(key string))
 }
 
-// Publisher sends batches: *kvevents.Publisher.
+// Publisher sends batches: *kvzmq.Publisher.
 type Publisher interface {
 	PublishTopic(topic string, b kvevents.Batch) error
 	Sequenced() uint64

@@ -1,31 +1,58 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// ModelSourceType is where a model's weights come from.
+// +kubebuilder:validation:Enum=huggingface;kubernetesVolume;s3;fsx
+type ModelSourceType string
+
 // Model source types.
 const (
-	ModelSourceHuggingFace      = "huggingface"
-	ModelSourceKubernetesVolume = "kubernetesVolume"
-	ModelSourceS3               = "s3"
-	ModelSourceFSx              = "fsx"
+	ModelSourceHuggingFace      ModelSourceType = "huggingface"
+	ModelSourceKubernetesVolume ModelSourceType = "kubernetesVolume"
+	ModelSourceS3               ModelSourceType = "s3"
+	ModelSourceFSx              ModelSourceType = "fsx"
 )
 
-// L2 cache backends. The API accepts them in any letter case, as the
-// managed offering does; compare with strings.EqualFold.
+// L2Backend is the kind of the workers' shared L2 cache. The API accepts
+// it in any letter case, as the managed offering does, so it has no Enum
+// but a rule on the field; compare through Lower.
+type L2Backend string
+
+// L2 cache backends, in lower case.
 const (
-	L2BackendTieredStorage = "tieredstorage"
-	L2BackendRedis         = "redis"
+	L2BackendTieredStorage L2Backend = "tieredstorage"
+	L2BackendRedis         L2Backend = "redis"
 )
+
+// Lower is b in lower case, the form the constants are in.
+func (b L2Backend) Lower() L2Backend { return L2Backend(strings.ToLower(string(b))) }
+
+// RoutingStrategy names the router's strategy (its --strategy).
+// +kubebuilder:validation:Enum=prefixaware;kvaware;session;roundrobin
+type RoutingStrategy string
 
 // Routing strategies.
 const (
-	StrategyPrefixAware = "prefixaware"
-	StrategyKVAware     = "kvaware"
-	StrategySession     = "session"
-	StrategyRoundRobin  = "roundrobin"
+	StrategyPrefixAware RoutingStrategy = "prefixaware"
+	StrategyKVAware     RoutingStrategy = "kvaware"
+	StrategySession     RoutingStrategy = "session"
+	StrategyRoundRobin  RoutingStrategy = "roundrobin"
+)
+
+// RemoteSerde is the encoding of values in the L2 (LMCache remote_serde).
+// +kubebuilder:validation:Enum=naive;cachegen
+type RemoteSerde string
+
+// L2 value encodings.
+const (
+	RemoteSerdeNaive    RemoteSerde = "naive"
+	RemoteSerdeCacheGen RemoteSerde = "cachegen"
 )
 
 // SimulateAnnotation set to "true" runs vllm-sim in place of vLLM, like
@@ -267,12 +294,16 @@ type AutoScalingTargets struct {
 	RouterTTFTMilliseconds *int32 `json:"routerTTFTMilliseconds,omitempty"`
 }
 
+// MetricType is how a Prometheus trigger's value meets its target.
+// +kubebuilder:validation:Enum=Average;Value
+type MetricType string
+
 // Prometheus trigger metric types, the managed offering's names: Average
 // divides the query's value by the workers (HPA AverageValue), Value
 // compares it whole (HPA Value).
 const (
-	MetricTypeAverage = "Average"
-	MetricTypeValue   = "Value"
+	MetricTypeAverage MetricType = "Average"
+	MetricTypeValue   MetricType = "Value"
 )
 
 // PrometheusTrigger is a PromQL query to scale on.
@@ -305,9 +336,8 @@ type PrometheusTrigger struct {
 	// MetricType is Average (the value divided by the workers, the
 	// default) or Value (the value as it is).
 	// +kubebuilder:default=Average
-	// +kubebuilder:validation:Enum=Average;Value
 	// +optional
-	MetricType string `json:"metricType,omitempty"`
+	MetricType MetricType `json:"metricType,omitempty"`
 
 	// Namespace is KEDA's namespace parameter for multi-tenant
 	// Prometheus back ends (Cortex, Thanos); not a Kubernetes namespace.
@@ -394,8 +424,7 @@ type ModelSourceConfig struct {
 	// copies the model from S3-compatible storage into the model volume)
 	// or fsx (an FSx for Lustre file system through its CSI driver's
 	// claim).
-	// +kubebuilder:validation:Enum=huggingface;kubernetesVolume;s3;fsx
-	ModelSourceType string `json:"modelSourceType"`
+	ModelSourceType ModelSourceType `json:"modelSourceType"`
 
 	// S3Storage is the bucket, for modelSourceType s3; modelLocation is
 	// the key prefix (a directory) of the model's files.
@@ -583,9 +612,8 @@ type KVCacheSpec struct {
 	// RemoteSerde is the L2 value encoding (LMCache remote_serde). A
 	// warmpath addition.
 	// +kubebuilder:default=naive
-	// +kubebuilder:validation:Enum=naive;cachegen
 	// +optional
-	RemoteSerde string `json:"remoteSerde,omitempty"`
+	RemoteSerde RemoteSerde `json:"remoteSerde,omitempty"`
 }
 
 // L2CacheSpec is the remote KV cache shared by the workers.
@@ -597,7 +625,7 @@ type L2CacheSpec struct {
 	// node) or redis, in any letter case.
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.lowerAscii() in ['tieredstorage', 'redis']",message="l2CacheBackend must be tieredstorage or redis"
-	L2CacheBackend string `json:"l2CacheBackend"`
+	L2CacheBackend L2Backend `json:"l2CacheBackend"`
 
 	// L2CacheLocalUrl is the L2 address. Required for redis
 	// (redis://, rediss://, redis-sentinel://, redis-cluster://, valkey://);
@@ -632,9 +660,8 @@ type IntelligentRoutingSpec struct {
 	// RoutingStrategy is the router's strategy; changing it reconfigures
 	// the running router without a restart.
 	// +kubebuilder:default=prefixaware
-	// +kubebuilder:validation:Enum=prefixaware;kvaware;session;roundrobin
 	// +optional
-	RoutingStrategy string `json:"routingStrategy,omitempty"`
+	RoutingStrategy RoutingStrategy `json:"routingStrategy,omitempty"`
 
 	// SessionHeaders are the request headers the session strategy keys
 	// on, in order. A warmpath addition; empty means the router's default.

@@ -31,7 +31,7 @@ func ignoredFields(iec *v1alpha1.InferenceEndpointConfig) []ignoredField {
 		}
 	}
 	if src.PrefetchEnabled && (src.ModelSourceType == v1alpha1.ModelSourceFSx || src.ModelSourceType == v1alpha1.ModelSourceKubernetesVolume) {
-		out = append(out, ignoredField{"spec.modelSourceConfig.prefetchEnabled", "a " + src.ModelSourceType + " model is read in place from its claim"})
+		out = append(out, ignoredField{"spec.modelSourceConfig.prefetchEnabled", "a " + string(src.ModelSourceType) + " model is read in place from its claim"})
 	}
 	if t := s.TLSConfig; t != nil {
 		if t.TLSCertificateOutputS3Uri != "" {

@@ -50,10 +50,10 @@ func routerName(iec *v1alpha1.InferenceEndpointConfig) string { return iec.Name 
 // (services/router/internal/config.File) the operator sets. The router
 // rejects unknown fields, so only fields it reads appear here.
 type routerConfig struct {
-	Strategy      string               `json:"strategy"`
-	PrefixAware   *routerPrefixAware   `json:"prefixAware,omitempty"`
-	Session       *routerSession       `json:"session,omitempty"`
-	RequestLimits *routerRequestLimits `json:"requestLimits,omitempty"`
+	Strategy      v1alpha1.RoutingStrategy `json:"strategy"`
+	PrefixAware   *routerPrefixAware       `json:"prefixAware,omitempty"`
+	Session       *routerSession           `json:"session,omitempty"`
+	RequestLimits *routerRequestLimits     `json:"requestLimits,omitempty"`
 }
 
 type routerPrefixAware struct {

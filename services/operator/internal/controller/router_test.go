@@ -57,7 +57,7 @@ func TestRouterArgsBoundTheL1View(t *testing.T) {
 // it is not told about, or one at the user's own address, is not.
 func TestRouterArgsFollowTheCacheServers(t *testing.T) {
 	dns := Options{CacheServerDNS: "warmpath-cacheserver-peers.warmpath.svc", CacheServerSnapshotPort: 5558, CacheServerEventsPort: 5557}
-	l2 := func(backend, url string) v1alpha1.KVCacheSpec {
+	l2 := func(backend v1alpha1.L2Backend, url string) v1alpha1.KVCacheSpec {
 		return v1alpha1.KVCacheSpec{EnableL2Cache: ptr.To(true), ChunkSize: ptr.To[int32](512),
 			L2CacheSpec: &v1alpha1.L2CacheSpec{L2CacheBackend: backend, L2CacheLocalUrl: url}}
 	}
@@ -111,7 +111,7 @@ func TestRouterConfigCountsL1ForPrefixAware(t *testing.T) {
 			case tt.want != 0 && (got.PrefixAware == nil || got.PrefixAware.OffloadCapacityTokens != tt.want):
 				t.Errorf("config\n%s\nwant offloadCapacityTokens %d", out, tt.want)
 			}
-			if got.Strategy != v1alpha1.StrategyPrefixAware || strings.Contains(out, "null") {
+			if got.Strategy != string(v1alpha1.StrategyPrefixAware) || strings.Contains(out, "null") {
 				t.Errorf("config\n%s\nwant strategy prefixaware and no nulls", out)
 			}
 		})

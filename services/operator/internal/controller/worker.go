@@ -96,12 +96,12 @@ func workerPort(iec *v1alpha1.InferenceEndpointConfig) (int32, string) {
 }
 
 // l2Backend returns the lower-cased L2 backend, "" when L2 is off.
-func l2Backend(iec *v1alpha1.InferenceEndpointConfig) string {
+func l2Backend(iec *v1alpha1.InferenceEndpointConfig) v1alpha1.L2Backend {
 	kv := iec.Spec.KVCacheSpec
 	if !isTrue(kv.EnableL2Cache, false) || kv.L2CacheSpec == nil {
 		return ""
 	}
-	return strings.ToLower(kv.L2CacheSpec.L2CacheBackend)
+	return kv.L2CacheSpec.L2CacheBackend.Lower()
 }
 
 func cachingEnabled(iec *v1alpha1.InferenceEndpointConfig) bool {
@@ -263,9 +263,9 @@ func workerEnv(iec *v1alpha1.InferenceEndpointConfig, o Options) []corev1.EnvVar
 			}
 			serde := kv.RemoteSerde
 			if serde == "" {
-				serde = "naive"
+				serde = v1alpha1.RemoteSerdeNaive
 			}
-			ours = append(ours, corev1.EnvVar{Name: "LMCACHE_REMOTE_URL", Value: url}, corev1.EnvVar{Name: "LMCACHE_REMOTE_SERDE", Value: serde})
+			ours = append(ours, corev1.EnvVar{Name: "LMCACHE_REMOTE_URL", Value: url}, corev1.EnvVar{Name: "LMCACHE_REMOTE_SERDE", Value: string(serde)})
 		}
 	}
 	if t := iec.Spec.Tracing; t.OTLPEndpoint != "" {

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +45,10 @@ import (
 )
 
 func main() {
+	// gin's mode is process-wide, so the binary sets it, once, rather than
+	// whichever constructor runs first; release mode keeps gin from printing
+	// its routes and debug warnings.
+	gin.SetMode(gin.ReleaseMode)
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
 		os.Exit(1)
@@ -53,14 +58,15 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("router", flag.ContinueOnError)
 	listen := fs.String("listen", "0.0.0.0:8080", "address to serve the OpenAI API on")
-	workers := fs.String("workers", "", "static worker list: comma-separated base URLs (http://host:port)")
-	dnsName := fs.String("dns-name", "", "discover workers from this DNS name (a headless Service)")
-	dnsPort := fs.Int("dns-port", 8000, "worker port for --dns-name")
-	dnsInterval := fs.Duration("dns-interval", 5*time.Second, "how often to re-resolve --dns-name")
-	k8sNamespace := fs.String("k8s-namespace", "", "discover workers from EndpointSlices in this namespace")
-	k8sSelector := fs.String("k8s-selector", "", "label selector for the EndpointSlices (e.g. kubernetes.io/service-name=workers)")
-	k8sPort := fs.String("k8s-port", "http", "worker port name or number in the EndpointSlices")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig path (default: in-cluster)")
+	var sf sourceFlags
+	fs.StringVar(&sf.workers, "workers", "", "static worker list: comma-separated base URLs (http://host:port)")
+	fs.StringVar(&sf.dnsName, "dns-name", "", "discover workers from this DNS name (a headless Service)")
+	fs.IntVar(&sf.dnsPort, "dns-port", 8000, "worker port for --dns-name")
+	fs.DurationVar(&sf.dnsInterval, "dns-interval", 5*time.Second, "how often to re-resolve --dns-name")
+	fs.StringVar(&sf.k8sNamespace, "k8s-namespace", "", "discover workers from EndpointSlices in this namespace")
+	fs.StringVar(&sf.k8sSelector, "k8s-selector", "", "label selector for the EndpointSlices (e.g. kubernetes.io/service-name=workers)")
+	fs.StringVar(&sf.k8sPort, "k8s-port", "http", "worker port name or number in the EndpointSlices")
+	fs.StringVar(&sf.kubeconfig, "kubeconfig", "", "kubeconfig path (default: in-cluster)")
 	configPath := fs.String("config", "", "routing configuration file (YAML/JSON), reloaded on change and on SIGHUP")
 	strategyName := fs.String("strategy", "prefixaware", "routing strategy when no --config: prefixaware, session, roundrobin, kvaware")
 	var kv kvsub.Config
@@ -131,10 +137,11 @@ func run() error {
 	fs.DurationVar(&pc.Ejection.MaxDuration, "eject-max", 2*time.Minute, "longest ejection")
 	fs.IntVar(&pc.Ejection.MaxEjectedPercent, "eject-max-percent", 50, "most of a model's workers ejected at once, in percent (one may always be; 0 = no bound)")
 
-	peerList := fs.String("peers", "", "the router replicas of this endpoint, comma-separated base URLs (this one included, as --peer-self): each cache-aware request is routed by the replica that owns its prompt's head, the others relaying it there, so replicas agree on where a prefix is cached")
-	peerDNS := fs.String("peers-dns-name", "", "find the router replicas from this DNS name (a headless Service over the router pods) instead of --peers")
-	peerDNSPort := fs.Int("peers-dns-port", 8080, "with --peers-dns-name: the replicas' port")
-	peerSelf := fs.String("peer-self", "", "this replica's base URL as the peers' list names it (in Kubernetes http://$(POD_IP):8080); required with --peers or --peers-dns-name")
+	var pf peerFlags
+	fs.StringVar(&pf.list, "peers", "", "the router replicas of this endpoint, comma-separated base URLs (this one included, as --peer-self): each cache-aware request is routed by the replica that owns its prompt's head, the others relaying it there, so replicas agree on where a prefix is cached")
+	fs.StringVar(&pf.dnsName, "peers-dns-name", "", "find the router replicas from this DNS name (a headless Service over the router pods, re-resolved every --dns-interval) instead of --peers")
+	fs.IntVar(&pf.dnsPort, "peers-dns-port", 8080, "with --peers-dns-name: the replicas' port")
+	fs.StringVar(&pf.self, "peer-self", "", "this replica's base URL as the peers' list names it (in Kubernetes http://$(POD_IP):8080); required with --peers or --peers-dns-name")
 
 	var lc limiter.Config
 	fs.IntVar(&lc.MaxConcurrent, "max-concurrent-requests", 0, "requests in progress (0 = unlimited); the config file's requestLimits override")
@@ -222,11 +229,12 @@ func run() error {
 	}
 	defer func() { _ = shutdownTracing(context.Background()) }()
 
-	src, err := source(*workers, *dnsName, *dnsPort, *dnsInterval, *k8sNamespace, *k8sSelector, *k8sPort, *kubeconfig, log)
+	src, err := source(sf, log)
 	if err != nil {
 		return err
 	}
-	peerSrc, self, err := peerSource(*peerList, *peerDNS, *peerDNSPort, *dnsInterval, *peerSelf, log)
+	pf.dnsInterval = sf.dnsInterval
+	peerSrc, self, err := peerSource(pf, log)
 	if err != nil {
 		return err
 	}
@@ -264,17 +272,25 @@ func run() error {
 	return a.Run(ctx, ln, shutdown)
 }
 
+// peerFlags are the flags naming the router's peer replicas (peerSource).
+type peerFlags struct {
+	list, dnsName, self string
+	dnsPort             int
+	dnsInterval         time.Duration
+}
+
 // peerSource builds the source of the router's peer replicas and
 // normalises this replica's URL as the source reports it: nil when neither
 // --peers nor --peers-dns-name is given.
-func peerSource(list, dnsName string, port int, interval time.Duration, self string, log *slog.Logger) (discovery.Source, string, error) {
+func peerSource(f peerFlags, log *slog.Logger) (discovery.Source, string, error) {
+	list, dnsName := f.list, f.dnsName
 	if list == "" && dnsName == "" {
 		return nil, "", nil
 	}
 	if list != "" && dnsName != "" {
 		return nil, "", errors.New("--peers and --peers-dns-name: give one")
 	}
-	self, err := discovery.NormalizeURL(self)
+	self, err := discovery.NormalizeURL(f.self)
 	if err != nil {
 		return nil, "", fmt.Errorf("--peer-self (required with --peers or --peers-dns-name): %w", err)
 	}
@@ -285,17 +301,30 @@ func peerSource(list, dnsName string, port int, interval time.Duration, self str
 		}
 		return src, self, nil
 	}
-	src, err := discovery.NewDNS(discovery.DNSConfig{Name: dnsName, Port: port, Interval: interval, Log: log.With("component", "peers")})
+	src, err := discovery.NewDNS(discovery.DNSConfig{Name: dnsName, Port: f.dnsPort, Interval: f.dnsInterval, Log: log.With("component", "peers")})
 	if err != nil {
 		return nil, "", fmt.Errorf("--peers-dns-name: %w", err)
 	}
 	return src, self, nil
 }
 
+// sourceFlags are the discovery flags; exactly one source may be set
+// (source).
+type sourceFlags struct {
+	workers      string
+	dnsName      string
+	dnsPort      int
+	dnsInterval  time.Duration
+	k8sNamespace string
+	k8sSelector  string
+	k8sPort      string
+	kubeconfig   string
+}
+
 // source builds the one configured discovery source.
-func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns, selector, port, kubeconfig string, log *slog.Logger) (discovery.Source, error) {
+func source(f sourceFlags, log *slog.Logger) (discovery.Source, error) {
 	n := 0
-	for _, set := range []bool{workers != "", dnsName != "", ns != "" || selector != ""} {
+	for _, set := range []bool{f.workers != "", f.dnsName != "", f.k8sNamespace != "" || f.k8sSelector != ""} {
 		if set {
 			n++
 		}
@@ -304,15 +333,15 @@ func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns,
 		return nil, errors.New("give exactly one discovery source: --workers, --dns-name, or --k8s-namespace with --k8s-selector")
 	}
 	switch {
-	case workers != "":
-		return discovery.Static(discovery.ParseList(workers))
-	case dnsName != "":
-		return discovery.NewDNS(discovery.DNSConfig{Name: dnsName, Port: dnsPort, Interval: dnsInterval, Log: log})
+	case f.workers != "":
+		return discovery.Static(discovery.ParseList(f.workers))
+	case f.dnsName != "":
+		return discovery.NewDNS(discovery.DNSConfig{Name: f.dnsName, Port: f.dnsPort, Interval: f.dnsInterval, Log: log})
 	}
 	var cfg *rest.Config
 	var err error
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if f.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	} else {
 		cfg, err = rest.InClusterConfig()
 	}
@@ -323,5 +352,5 @@ func source(workers, dnsName string, dnsPort int, dnsInterval time.Duration, ns,
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: ns, Selector: selector, Port: port, Log: log})
+	return discovery.NewKubernetes(discovery.KubernetesConfig{Client: cs, Namespace: f.k8sNamespace, Selector: f.k8sSelector, Port: f.k8sPort, Log: log})
 }

@@ -233,7 +233,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		a.peers = peers.New(o.PeerSelf)
 		o.Proxy.Peers, o.Proxy.PeerSelf = a.peers, o.PeerSelf
 	}
-	a.server = proxy.New(o.Proxy, a.pool, a.limiter, a.metrics, o.Tracer, o.Log, routing)
+	a.server = proxy.New(o.Proxy, proxy.Deps{Pool: a.pool, Limiter: a.limiter, Metrics: a.metrics, Tracer: o.Tracer, Log: o.Log, Routing: routing})
 	a.server.SetTokenizer(tok)
 	a.server.SetKVState(a.kvState)
 	if a.l2 != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/libs/testwait"
 	"github.com/warmpath/warmpath/libs/zmtpguard/zmtptest"
 	"github.com/warmpath/warmpath/services/router/internal/kvsub"
@@ -25,6 +26,10 @@ const heapBound = 64 << 20
 type worker struct{ models []string }
 
 func (w worker) Models() []string { return w.models }
+
+// ModelsChanged is never closed: these workers' models are known from the
+// start.
+func (w worker) ModelsChanged() <-chan struct{} { return nil }
 
 // strike sends a.Payload on conn and waits for the router to drop the
 // connection; it fails the test if the router's heap grew past heapBound.
@@ -72,7 +77,7 @@ func wantDropped(t *testing.T, m *kvsub.Manager, n int) {
 // publishUntilApplied publishes batches through pub until the manager
 // applied an event for workerURL: a connecting PUB drops what it sends
 // before the subscription arrives.
-func publishUntilApplied(t *testing.T, m *kvsub.Manager, pub *kvevents.Publisher, workerURL string) {
+func publishUntilApplied(t *testing.T, m *kvsub.Manager, pub *kvzmq.Publisher, workerURL string) {
 	t.Helper()
 	var h uint64
 	testwait.For(t, 15*time.Second, "a well-behaved publisher's events", func() bool {
@@ -117,7 +122,7 @@ func TestHostilePeerBind(t *testing.T) {
 	default:
 	}
 
-	pub, err := kvevents.NewPublisher(ctx, kvevents.Config{
+	pub, err := kvzmq.NewPublisher(ctx, kvzmq.Config{
 		Endpoint: "tcp://" + addr, HWM: 1000, MaxQueueSize: 1000, Topic: workerURL,
 	}, kvevents.Positional, nil)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 	"github.com/warmpath/warmpath/libs/zmtpguard"
 	"github.com/warmpath/warmpath/services/router/internal/zsub"
 	"github.com/warmpath/warmpath/services/router/kvindex"
@@ -73,6 +74,10 @@ type Config struct {
 type Worker interface {
 	// Models are the models the worker serves; empty until probed.
 	Models() []string
+	// ModelsChanged returns a channel closed the next time the models are
+	// set, taken before reading Models: a subscription waits on it for
+	// the worker's first models instead of polling.
+	ModelsChanged() <-chan struct{}
 }
 
 // Store is where workers' index changes go: the in-memory kvindex.Index
@@ -424,18 +429,12 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 		}
 		replay = replayer{endpoint: zmtpguard.Endpoint(m.scheme, re), timeout: m.cfg.ReplayTimeout}
 	}
-	// Keys are seeded by the model, known once the worker was probed.
-	var model string
-	for model == "" {
-		if ms := w.Models(); len(ms) > 0 {
-			model = ms[0]
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
+	// Keys are seeded by the model, known once the worker was probed. A
+	// worker that never answers its probe is waited for until it is
+	// stopped (ctx): no subscription is of use without its model.
+	model, err := firstModel(ctx, w)
+	if err != nil {
+		return
 	}
 	feed := kvindex.NewFeed(m.newWorker(s, workerURL, model), replay)
 	backoff := zsub.Backoff{First: m.cfg.RetryInterval}
@@ -452,6 +451,22 @@ func (m *Manager) run(ctx context.Context, workerURL string, w Worker, s *subscr
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		}
+	}
+}
+
+// firstModel waits until w serves a model and returns the first, or
+// ctx's error.
+func firstModel(ctx context.Context, w Worker) (string, error) {
+	for {
+		changed := w.ModelsChanged()
+		if ms := w.Models(); len(ms) > 0 {
+			return ms[0], nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for the worker's models: %w", ctx.Err())
+		case <-changed:
 		}
 	}
 }
@@ -642,7 +657,7 @@ type replayer struct {
 func (r replayer) Replay(ctx context.Context, from uint64) ([]kvevents.Message, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	msgs, err := kvevents.Replay(ctx, r.endpoint, from)
+	msgs, err := kvzmq.Replay(ctx, r.endpoint, from)
 	if err != nil {
 		return msgs, fmt.Errorf("replay from %d: %w", from, err)
 	}

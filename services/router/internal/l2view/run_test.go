@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/warmpath/warmpath/libs/kvevents"
+	"github.com/warmpath/warmpath/libs/kvevents/kvzmq"
 )
 
 // TestRunFollowsAPublisher runs the view against a real ZMQ publisher:
@@ -21,7 +22,7 @@ import (
 func TestRunFollowsAPublisher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg := kvevents.DefaultConfig()
+	cfg := kvzmq.DefaultConfig()
 	p, port := startPublisher(ctx, t)
 	f := newFakeServer(t)
 	publish := func(evs ...kvevents.Event) {
@@ -73,7 +74,7 @@ func TestRunFollowsAPublisher(t *testing.T) {
 	// It comes back as a new process, on the same port, holding something
 	// else: the reconnect resyncs from its snapshot.
 	cfg.Endpoint = "tcp://*:" + port
-	p2, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
+	p2, err := kvzmq.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,11 +92,11 @@ func TestRunFollowsAPublisher(t *testing.T) {
 
 // startPublisher binds a KV-event publisher on a free port, closed when
 // the test ends, and returns it with the port.
-func startPublisher(ctx context.Context, t *testing.T) (*kvevents.Publisher, string) {
+func startPublisher(ctx context.Context, t *testing.T) (*kvzmq.Publisher, string) {
 	t.Helper()
-	cfg := kvevents.DefaultConfig()
+	cfg := kvzmq.DefaultConfig()
 	cfg.Endpoint = "tcp://*:0"
-	p, err := kvevents.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
+	p, err := kvzmq.NewPublisher(ctx, cfg, kvevents.MapEncoding, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,6 +91,11 @@ type Endpoint struct {
 	stats   atomic.Pointer[Stats]
 	models  atomic.Pointer[[]string]
 
+	modelsMu sync.Mutex // guards modelsSet
+	// modelsSet is closed, and dropped, by the next SetModels: those
+	// waiting for the models (ModelsChanged) wake then rather than poll.
+	modelsSet chan struct{}
+
 	mu           sync.Mutex // guards the ejection fields
 	failures     int
 	ejectedUntil time.Time
@@ -253,6 +258,23 @@ func (e *Endpoint) SetModels(models []string) {
 	m := slices.Clone(models)
 	sort.Strings(m)
 	e.models.Store(&m)
+	e.modelsMu.Lock()
+	if e.modelsSet != nil {
+		close(e.modelsSet)
+		e.modelsSet = nil
+	}
+	e.modelsMu.Unlock()
+}
+
+// ModelsChanged returns a channel closed by the next SetModels. Take it
+// before reading Models, so a change in between is not missed.
+func (e *Endpoint) ModelsChanged() <-chan struct{} {
+	e.modelsMu.Lock()
+	defer e.modelsMu.Unlock()
+	if e.modelsSet == nil {
+		e.modelsSet = make(chan struct{})
+	}
+	return e.modelsSet
 }
 
 // Models returns the served models; nil before the first successful fetch.

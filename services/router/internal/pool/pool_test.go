@@ -108,6 +108,37 @@ func TestModels(t *testing.T) {
 	}
 }
 
+// TestModelsChanged: the channel taken before a SetModels is closed by it;
+// one taken after waits for the next.
+func TestModelsChanged(t *testing.T) {
+	ep := NewEndpoint("http://w", "")
+	before := ep.ModelsChanged()
+	if ep.ModelsChanged() != before {
+		t.Fatal("two waits before one change got different channels")
+	}
+	ep.SetModels([]string{"m"})
+	after := ep.ModelsChanged()
+	for _, tc := range []struct {
+		name   string
+		ch     <-chan struct{}
+		closed bool
+	}{
+		{"taken before SetModels", before, true},
+		{"taken after SetModels", after, false},
+	} {
+		select {
+		case <-tc.ch:
+			if !tc.closed {
+				t.Errorf("%s: closed, want open", tc.name)
+			}
+		default:
+			if tc.closed {
+				t.Errorf("%s: open, want closed", tc.name)
+			}
+		}
+	}
+}
+
 func TestPendingPrefill(t *testing.T) {
 	ep := NewEndpoint("http://w", "w")
 	a := ep.StartPrefill(1000)

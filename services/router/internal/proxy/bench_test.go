@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -38,7 +37,7 @@ func BenchmarkProxyCompletion(b *testing.B) {
 	s, _ := strategy.New(strategy.Defaults())
 	lim := limiter.New(limiter.Config{})
 	m := metrics.New(prometheus.NewRegistry(), p, lim.Stats)
-	srv := New(Config{}, p, lim, m, noop.NewTracerProvider().Tracer("b"), nil, &Routing{Strategy: s})
+	srv := New(Config{}, Deps{Pool: p, Limiter: lim, Metrics: m, Routing: &Routing{Strategy: s}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/tidwall/gjson"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/libs/testwait"
@@ -123,7 +122,7 @@ func startFleetWith(t *testing.T, ln net.Listener, cfg Config, o fleetOptions, h
 	}
 	lim := limiter.New(limiter.Config{})
 	f.metrics = metrics.New(prometheus.NewRegistry(), f.pool, lim.Stats)
-	f.srv = New(cfg, f.pool, lim, f.metrics, noop.NewTracerProvider().Tracer("t"), o.log, &Routing{Strategy: s})
+	f.srv = New(cfg, Deps{Pool: f.pool, Limiter: lim, Metrics: f.metrics, Log: o.log, Routing: &Routing{Strategy: s}})
 	go func() { _ = f.srv.Serve(ln) }()
 	t.Cleanup(func() { f.srv.Shutdown(time.Second) })
 	f.url = "http://" + ln.Addr().String()

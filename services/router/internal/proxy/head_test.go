@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -85,7 +84,7 @@ func TestHeadRoutedDocumentIsMadeWhole(t *testing.T) {
 	}
 	lim := limiter.New(limiter.Config{})
 	m := metrics.New(prometheus.NewRegistry(), p, lim.Stats)
-	srv := New(Config{}, p, lim, m, noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	srv := New(Config{}, Deps{Pool: p, Limiter: lim, Metrics: m, Routing: &Routing{Strategy: s}})
 	srv.SetTokenizer(tok)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/libs/openai"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -172,22 +173,43 @@ type Server struct {
 	routed routedSampler
 }
 
-// New builds the server. routing must be set before serving.
-func New(cfg Config, p *pool.Pool, lim *limiter.Limiter, m *metrics.Metrics, tracer trace.Tracer, log *slog.Logger, routing *Routing) *Server {
+// Deps are what a Server is built on and shares with the rest of the
+// router: the pool the prober and discovery keep, the limiter and metrics
+// the app exports, and the routing state reloads replace.
+type Deps struct {
+	Pool    *pool.Pool
+	Limiter *limiter.Limiter
+	Metrics *metrics.Metrics
+	// Tracer is nil for a no-op tracer.
+	Tracer trace.Tracer
+	// Log is nil to discard.
+	Log *slog.Logger
+	// Routing is the routing state served first (SetRouting replaces it).
+	Routing *Routing
+}
+
+// New builds the server.
+//
+// It leaves gin's process-wide mode alone: the binary's main sets it once.
+func New(cfg Config, d Deps) *Server {
 	cfg.Defaults()
+	log := d.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	tracer := d.Tracer
+	if tracer == nil {
+		tracer = noop.NewTracerProvider().Tracer("router")
+	}
 	s := &Server{
-		cfg: cfg, pool: p, limiter: lim, metrics: m, tracer: tracer, log: log,
+		cfg: cfg, pool: d.Pool, limiter: d.Limiter, metrics: d.Metrics, tracer: tracer, log: log,
 		prop:   propagation.TraceContext{},
 		client: upstream.New(upstream.Config{DialTimeout: cfg.ConnectTimeout}),
 		bufs:   sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
 		conns:  map[net.Conn]struct{}{},
 		routed: newRoutedSampler(cfg.RoutedLogPerSecond),
 	}
-	s.routing.Store(routing)
-	gin.SetMode(gin.ReleaseMode)
+	s.routing.Store(d.Routing)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
 	e.Use(s.recovery)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/gjson"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
@@ -32,7 +31,7 @@ func startServer(t *testing.T, cfg Config) string {
 		t.Fatal(err)
 	}
 	lim := limiter.New(limiter.Config{})
-	srv := New(cfg, p, lim, metrics.New(prometheus.NewRegistry(), p, lim.Stats), noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	srv := New(cfg, Deps{Pool: p, Limiter: lim, Metrics: metrics.New(prometheus.NewRegistry(), p, lim.Stats), Routing: &Routing{Strategy: s}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +110,7 @@ func startProxyWith(t *testing.T, workerURL string, cfg Config) string {
 		t.Fatal(err)
 	}
 	lim := limiter.New(limiter.Config{})
-	srv := New(cfg, p, lim, metrics.New(prometheus.NewRegistry(), p, lim.Stats), noop.NewTracerProvider().Tracer("t"), nil, &Routing{Strategy: s})
+	srv := New(cfg, Deps{Pool: p, Limiter: lim, Metrics: metrics.New(prometheus.NewRegistry(), p, lim.Stats), Routing: &Routing{Strategy: s}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

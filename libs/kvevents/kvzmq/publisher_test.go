@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"context"
@@ -15,21 +15,24 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
 const testTopic = "kv@pod-0@llama"
 
-func testBatch(i int) Batch {
-	return Batch{TS: float64(1000 + i), Events: []Event{
-		BlockStored{BlockHashes: []BlockHash{IntHash(uint64(100 + i))}, TokenIDs: seqTokens(i, 4), BlockSize: 4, Medium: "GPU"},
+func testBatch(i int) kvevents.Batch {
+	return kvevents.Batch{TS: float64(1000 + i), Events: []kvevents.Event{
+		kvevents.BlockStored{BlockHashes: []kvevents.BlockHash{kvevents.IntHash(uint64(100 + i))}, TokenIDs: []uint32{uint32(i), uint32(i + 1), uint32(i + 2), uint32(i + 3)}, BlockSize: 4, Medium: "GPU"},
 	}}
 }
 
 // wantBatch is testBatch(i) as a subscriber sees it: the publisher fills in
 // data_parallel_rank 0.
-func wantBatch(i int) Batch {
+func wantBatch(i int) kvevents.Batch {
 	b := testBatch(i)
-	b.DataParallelRank = i64(0)
+	rank := int64(0)
+	b.DataParallelRank = &rank
 	return b
 }
 
@@ -55,10 +58,10 @@ func waitSubscribed(t *testing.T, p *Publisher, topic string) {
 
 // receive reads n messages from sub, retrying after connection errors the
 // way a long-lived subscriber must (zmq4 reports a dropped peer as io.EOF).
-func receive(t *testing.T, sub zmq4.Socket, n int) []Message {
+func receive(t *testing.T, sub zmq4.Socket, n int) []kvevents.Message {
 	t.Helper()
 	type result struct {
-		msgs []Message
+		msgs []kvevents.Message
 		err  error
 	}
 	done := make(chan result, 1)
@@ -73,7 +76,7 @@ func receive(t *testing.T, sub zmq4.Socket, n int) []Message {
 				r.err = err
 				break
 			}
-			m, err := ParseMessage(msg.Frames)
+			m, err := kvevents.ParseMessage(msg.Frames)
 			if err != nil {
 				r.err = err
 				break
@@ -96,7 +99,7 @@ func receive(t *testing.T, sub zmq4.Socket, n int) []Message {
 
 // checkMessages checks that msgs carry seqs first, first+1, ... and the
 // batches testBatch(seq).
-func checkMessages(t *testing.T, msgs []Message, first, count int) {
+func checkMessages(t *testing.T, msgs []kvevents.Message, first, count int) {
 	t.Helper()
 	if len(msgs) != count {
 		t.Fatalf("got %d messages, want %d", len(msgs), count)
@@ -106,7 +109,7 @@ func checkMessages(t *testing.T, msgs []Message, first, count int) {
 		if m.Seq != want || m.Topic != testTopic {
 			t.Errorf("message %d: got seq %d topic %q, want seq %d topic %q", i, m.Seq, m.Topic, want, testTopic)
 		}
-		b, err := DecodeBatch(m.Payload)
+		b, err := kvevents.DecodeBatch(m.Payload)
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
@@ -119,7 +122,7 @@ func checkMessages(t *testing.T, msgs []Message, first, count int) {
 func TestPublisherBindSubscribeReplay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, enc := range []Encoding{Positional, MapEncoding} {
+	for _, enc := range []kvevents.Encoding{kvevents.Positional, kvevents.MapEncoding} {
 		t.Run(enc.String(), func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Endpoint = "tcp://*:0" // "*" binds, as in vLLM; port 0 picks a free one
@@ -221,26 +224,26 @@ func checkRawReplay(t *testing.T, ctx context.Context, endpoint string, start ui
 			t.Fatalf("Recv: %v", err)
 		}
 		got = append(got, msg.Frames)
-		if len(msg.Frames) == 4 && binary.BigEndian.Uint64(msg.Frames[2]) == EndSeq {
+		if len(msg.Frames) == 4 && binary.BigEndian.Uint64(msg.Frames[2]) == kvevents.EndSeq {
 			break
 		}
 	}
 	var want [][][]byte
 	for s := start; s < 6; s++ {
-		payload, err := EncodeBatch(wantBatch(int(s)), Positional)
+		payload, err := kvevents.EncodeBatch(wantBatch(int(s)), kvevents.Positional)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, [][]byte{{}, []byte(testTopic), seq(s), payload})
 	}
-	want = append(want, [][]byte{{}, []byte(testTopic), seq(EndSeq), {}})
+	want = append(want, [][]byte{{}, []byte(testTopic), seq(kvevents.EndSeq), {}})
 	if len(got) != len(want) {
 		t.Fatalf("raw replay: got %d replies, want %d", len(got), len(want))
 	}
 	for i := range got {
 		// Payload bytes depend on the encoding; compare the decoded batch.
 		if i < len(got)-1 {
-			b, err := DecodeBatch(got[i][3])
+			b, err := kvevents.DecodeBatch(got[i][3])
 			if err != nil || !reflect.DeepEqual(b, wantBatch(int(start)+i)) {
 				t.Errorf("raw replay %d: got %+v, %v, want %+v", i, b, err, wantBatch(int(start)+i))
 			}
@@ -267,7 +270,7 @@ func TestPublisherConnects(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Endpoint = "tcp://" + sub.Addr().String()
 	cfg.Topic = testTopic
-	p, err := NewPublisher(ctx, cfg, MapEncoding, testLogger(t))
+	p, err := NewPublisher(ctx, cfg, kvevents.MapEncoding, testLogger(t))
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
@@ -290,7 +293,7 @@ func TestPublishDropsWhenQueueFull(t *testing.T) {
 		log:   slog.New(slog.DiscardHandler),
 		topic: testTopic,
 		buf:   ring{limit: 10},
-		queue: make(chan Message, 1),
+		queue: make(chan kvevents.Message, 1),
 	}
 	for i := range 3 {
 		if err := p.Publish(testBatch(i)); err != nil {
@@ -328,12 +331,12 @@ func TestNewPublisherErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		enc  Encoding
+		enc  kvevents.Encoding
 	}{
-		{"invalid config", bad, Positional},
-		{"unknown encoding", DefaultConfig(), Encoding(9)},
-		{"replay port in use", inUse, Positional},
-		{"unknown transport", Config{Endpoint: "pgm://*:1", MaxQueueSize: 1}, Positional},
+		{"invalid config", bad, kvevents.Positional},
+		{"unknown encoding", DefaultConfig(), kvevents.Encoding(9)},
+		{"replay port in use", inUse, kvevents.Positional},
+		{"unknown transport", Config{Endpoint: "pgm://*:1", MaxQueueSize: 1}, kvevents.Positional},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
 // relay forwards TCP connections to target. cut closes its listener first and
@@ -61,7 +63,7 @@ func (r *relay) cut() {
 
 // listenSub returns a SUB socket subscribed to everything, listening at addr,
 // and the messages it receives.
-func listenSub(t *testing.T, ctx context.Context, addr string) (zmq4.Socket, <-chan Message) {
+func listenSub(t *testing.T, ctx context.Context, addr string) (zmq4.Socket, <-chan kvevents.Message) {
 	t.Helper()
 	sub := zmq4.NewSub(ctx, quietZMQ())
 	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
@@ -70,7 +72,7 @@ func listenSub(t *testing.T, ctx context.Context, addr string) (zmq4.Socket, <-c
 	if err := sub.Listen("tcp://" + addr); err != nil {
 		t.Fatalf("Listen: %v", err)
 	}
-	msgs := make(chan Message, 1000)
+	msgs := make(chan kvevents.Message, 1000)
 	go func() {
 		for {
 			msg, err := sub.Recv()
@@ -80,7 +82,7 @@ func listenSub(t *testing.T, ctx context.Context, addr string) (zmq4.Socket, <-c
 			if err != nil {
 				return
 			}
-			if m, err := ParseMessage(msg.Frames); err == nil {
+			if m, err := kvevents.ParseMessage(msg.Frames); err == nil {
 				msgs <- m
 			}
 		}
@@ -90,7 +92,7 @@ func listenSub(t *testing.T, ctx context.Context, addr string) (zmq4.Socket, <-c
 
 // publishUntilReceived publishes testBatch(*next), testBatch(*next+1), ...
 // until one arrives on msgs, and checks it.
-func publishUntilReceived(t *testing.T, p *Publisher, msgs <-chan Message, next *int) {
+func publishUntilReceived(t *testing.T, p *Publisher, msgs <-chan kvevents.Message, next *int) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -100,7 +102,7 @@ func publishUntilReceived(t *testing.T, p *Publisher, msgs <-chan Message, next 
 		*next++
 		select {
 		case m := <-msgs:
-			checkMessages(t, []Message{m}, int(m.Seq), 1)
+			checkMessages(t, []kvevents.Message{m}, int(m.Seq), 1)
 			return
 		case <-time.After(50 * time.Millisecond):
 		case <-deadline:
@@ -114,7 +116,7 @@ func connectingPublisher(t *testing.T, ctx context.Context, addr string) *Publis
 	cfg := DefaultConfig()
 	cfg.Endpoint = "tcp://" + addr
 	cfg.Topic = testTopic
-	p, err := NewPublisher(ctx, cfg, Positional, testLogger(t))
+	p, err := NewPublisher(ctx, cfg, kvevents.Positional, testLogger(t))
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}

@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
 // PublishTopic names each message's topic; seqs stay one counter across
@@ -19,7 +21,7 @@ func TestPublishTopic(t *testing.T) {
 	cfg.Endpoint = "tcp://*:0"
 	cfg.ReplayEndpoint = "tcp://127.0.0.1:0"
 	cfg.Topic = "default"
-	p, err := NewPublisher(ctx, cfg, Positional, testLogger(t))
+	p, err := NewPublisher(ctx, cfg, kvevents.Positional, testLogger(t))
 	if err != nil {
 		t.Fatalf("NewPublisher: %v", err)
 	}
@@ -46,7 +48,7 @@ func TestPublishTopic(t *testing.T) {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
-	check := func(what string, msgs []Message) {
+	check := func(what string, msgs []kvevents.Message) {
 		t.Helper()
 		if len(msgs) != len(topics) {
 			t.Fatalf("%s: got %d messages, want %d", what, len(msgs), len(topics))

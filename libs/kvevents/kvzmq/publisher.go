@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
 // ErrClosed is returned by Publish after Close.
-var ErrClosed = errors.New("kvevents: publisher closed")
+var ErrClosed = errors.New("kvzmq: publisher closed")
 
 // drainTimeout is how long Close waits for queued batches to be sent, as
 // vLLM's SHUTDOWN_TIMEOUT.
@@ -51,7 +53,7 @@ type PublisherStats struct {
 // A Publisher must not be copied.
 type Publisher struct {
 	log    *slog.Logger
-	enc    Encoding
+	enc    kvevents.Encoding
 	topic  string
 	pub    zmq4.Socket
 	router zmq4.Socket // nil without a replay endpoint
@@ -65,7 +67,7 @@ type Publisher struct {
 	seq    uint64
 	buf    ring
 	closed bool
-	queue  chan Message
+	queue  chan kvevents.Message
 
 	published, dropped, replays atomic.Uint64
 
@@ -83,12 +85,12 @@ type Publisher struct {
 //
 // ctx bounds the life of the sockets; Close must be called either way. log
 // may be nil.
-func NewPublisher(ctx context.Context, cfg Config, enc Encoding, log *slog.Logger) (*Publisher, error) {
+func NewPublisher(ctx context.Context, cfg Config, enc kvevents.Encoding, log *slog.Logger) (*Publisher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if enc != Positional && enc != MapEncoding {
-		return nil, fmt.Errorf("kvevents: unknown encoding %d", int(enc))
+	if enc != kvevents.Positional && enc != kvevents.MapEncoding {
+		return nil, fmt.Errorf("kvzmq: unknown encoding %d", int(enc))
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -104,7 +106,7 @@ func NewPublisher(ctx context.Context, cfg Config, enc Encoding, log *slog.Logge
 		sent:       make(chan struct{}),
 		replayDone: make(chan struct{}),
 		buf:        ring{limit: cfg.BufferSteps},
-		queue:      make(chan Message, cfg.MaxQueueSize),
+		queue:      make(chan kvevents.Message, cfg.MaxQueueSize),
 	}
 	zlog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	bind := ShouldBind(cfg.Endpoint)
@@ -117,12 +119,12 @@ func NewPublisher(ctx context.Context, cfg Config, enc Encoding, log *slog.Logge
 	p.pub = zmq4.NewPub(ctx, opts...)
 	if err := p.pub.SetOption(zmq4.OptionHWM, cfg.HWM); err != nil {
 		p.abort()
-		return nil, fmt.Errorf("kvevents: set hwm: %w", err)
+		return nil, fmt.Errorf("kvzmq: set hwm: %w", err)
 	}
 	if bind {
 		if err := p.pub.Listen(guarded(cfg.Endpoint)); err != nil {
 			p.abort()
-			return nil, fmt.Errorf("kvevents: bind %s: %w", cfg.Endpoint, err)
+			return nil, fmt.Errorf("kvzmq: bind %s: %w", cfg.Endpoint, err)
 		}
 	} else {
 		go p.keepConnected(cfg.Endpoint)
@@ -131,7 +133,7 @@ func NewPublisher(ctx context.Context, cfg Config, enc Encoding, log *slog.Logge
 		p.router = zmq4.NewRouter(ctx, zmq4.WithLogger(zlog))
 		if err := p.router.Listen(guarded(cfg.ReplayEndpoint)); err != nil {
 			p.abort()
-			return nil, fmt.Errorf("kvevents: bind replay %s: %w", cfg.ReplayEndpoint, err)
+			return nil, fmt.Errorf("kvzmq: bind replay %s: %w", cfg.ReplayEndpoint, err)
 		}
 		go p.serveReplays()
 	} else {
@@ -180,7 +182,7 @@ func (p *Publisher) keepConnected(endpoint string) {
 		case err := <-dialed:
 			dialing = false
 			if err != nil && p.ctx.Err() == nil {
-				p.log.Warn("kvevents: dial failed", "err", err)
+				p.log.Warn("kvzmq: dial failed", "err", err)
 			}
 		case <-ticker.C:
 			if topics == nil || len(topics.Topics()) > 0 {
@@ -190,7 +192,7 @@ func (p *Publisher) keepConnected(endpoint string) {
 			if dialing || time.Since(lastDial) < backoff {
 				continue
 			}
-			p.log.Info("kvevents: no subscriber, redialing")
+			p.log.Info("kvzmq: no subscriber, redialing")
 			backoff = min(2*backoff, maxBackoff)
 			dialing, lastDial = true, time.Now()
 			go dial()
@@ -203,19 +205,19 @@ func (p *Publisher) keepConnected(endpoint string) {
 // b.DataParallelRank is sent as 0, as vLLM's publisher fills in its own rank.
 // It returns an encoding error, or ErrClosed after Close; a full queue is not
 // an error (see Stats).
-func (p *Publisher) Publish(b Batch) error { return p.PublishTopic(p.topic, b) }
+func (p *Publisher) Publish(b kvevents.Batch) error { return p.PublishTopic(p.topic, b) }
 
 // PublishTopic is Publish under topic instead of the configured one, for a
 // publisher whose messages concern several subjects (the cache server names
 // the model in each). Sequence numbers stay one counter for the whole
 // publisher, so a subscriber to every topic still sees no gaps; a replay
 // returns each batch under the topic it was published with.
-func (p *Publisher) PublishTopic(topic string, b Batch) error {
+func (p *Publisher) PublishTopic(topic string, b kvevents.Batch) error {
 	if b.DataParallelRank == nil {
 		var rank int64
 		b.DataParallelRank = &rank
 	}
-	payload, err := EncodeBatch(b, p.enc)
+	payload, err := kvevents.EncodeBatch(b, p.enc)
 	if err != nil {
 		return err
 	}
@@ -224,14 +226,14 @@ func (p *Publisher) PublishTopic(topic string, b Batch) error {
 	if p.closed {
 		return ErrClosed
 	}
-	m := Message{Topic: topic, Seq: p.seq, Payload: payload}
+	m := kvevents.Message{Topic: topic, Seq: p.seq, Payload: payload}
 	p.seq++
 	p.buf.push(m)
 	select {
 	case p.queue <- m:
 	default:
 		if n := p.dropped.Add(1); n == 1 || n%1000 == 0 {
-			p.log.Warn("kvevents: send queue full, dropping live batches", "dropped", n)
+			p.log.Warn("kvzmq: send queue full, dropping live batches", "dropped", n)
 		}
 	}
 	return nil
@@ -244,7 +246,7 @@ func (p *Publisher) send() {
 	for m := range p.queue {
 		if err := p.pub.SendMulti(zmq4.NewMsgFrom(m.Frames()...)); err != nil {
 			p.dropped.Add(1)
-			p.log.Warn("kvevents: send failed", "seq", m.Seq, "err", err)
+			p.log.Warn("kvzmq: send failed", "seq", m.Seq, "err", err)
 			continue
 		}
 		p.published.Add(1)
@@ -253,7 +255,7 @@ func (p *Publisher) send() {
 
 func (p *Publisher) recoverPanic(what string) {
 	if v := recover(); v != nil {
-		p.log.Error("kvevents: publisher goroutine panicked", "goroutine", what, "panic", v)
+		p.log.Error("kvzmq: publisher goroutine panicked", "goroutine", what, "panic", v)
 	}
 }
 
@@ -303,7 +305,7 @@ func (p *Publisher) Close() error {
 		select {
 		case <-p.sent:
 		case <-timer.C:
-			p.log.Warn("kvevents: closing with batches still queued", "queued", len(p.queue))
+			p.log.Warn("kvzmq: closing with batches still queued", "queued", len(p.queue))
 		}
 		p.cancel()
 		err := ignoreClosed(p.pub.Close())
@@ -317,7 +319,7 @@ func (p *Publisher) Close() error {
 			}
 		}
 		if err != nil {
-			p.closeErr = fmt.Errorf("kvevents: close publisher: %w", err)
+			p.closeErr = fmt.Errorf("kvzmq: close publisher: %w", err)
 		}
 	})
 	return p.closeErr
@@ -335,12 +337,12 @@ func ignoreClosed(err error) error {
 // ring keeps the last limit published messages for replay. Payloads are
 // never modified after encoding, so snapshots may share them.
 type ring struct {
-	limit int       // capacity; 0 keeps nothing
-	items []Message // oldest at head once full
+	limit int                // capacity; 0 keeps nothing
+	items []kvevents.Message // oldest at head once full
 	head  int
 }
 
-func (r *ring) push(m Message) {
+func (r *ring) push(m kvevents.Message) {
 	if r.limit <= 0 {
 		return
 	}
@@ -353,8 +355,8 @@ func (r *ring) push(m Message) {
 }
 
 // since returns the buffered messages with Seq >= seq, oldest first.
-func (r *ring) since(seq uint64) []Message {
-	var out []Message
+func (r *ring) since(seq uint64) []kvevents.Message {
+	var out []kvevents.Message
 	for i := range r.items {
 		m := r.items[(r.head+i)%len(r.items)]
 		if m.Seq >= seq {

@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
 // TestReplaySocketDropsOversizeFrames announces a 1 TiB frame to a
@@ -20,7 +22,7 @@ func TestReplaySocketDropsOversizeFrames(t *testing.T) {
 	cfg.Endpoint = "tcp://127.0.0.1:0" // connects: nothing listens, nothing needed
 	cfg.ReplayEndpoint = "tcp://127.0.0.1:0"
 	cfg.Topic = testTopic
-	p, err := NewPublisher(ctx, cfg, Positional, testLogger(t))
+	p, err := NewPublisher(ctx, cfg, kvevents.Positional, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

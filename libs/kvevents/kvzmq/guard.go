@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"log/slog"
@@ -36,7 +36,7 @@ func reportRejection(r zmtpguard.Rejection) {
 	if r.Peer != nil {
 		peer = r.Peer.String()
 	}
-	slog.Default().Warn("kvevents: dropped a peer's connection", "peer", peer, "err", r.Err,
+	slog.Default().Warn("kvzmq: dropped a peer's connection", "peer", peer, "err", r.Err,
 		"alsoDroppedSinceLastWarning", unloggedRejections.Swap(0))
 }
 
@@ -46,7 +46,7 @@ func guarded(endpoint string) string {
 	scheme, err := guardScheme()
 	if err != nil {
 		// Register fails only on a duplicate name, and it numbers its names.
-		slog.Default().Error("kvevents: no frame-size guard; peers can announce frames of any size", "err", err)
+		slog.Default().Error("kvzmq: no frame-size guard; peers can announce frames of any size", "err", err)
 		return endpoint
 	}
 	return zmtpguard.Endpoint(scheme, endpoint)

@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/warmpath/warmpath/libs/kvevents"
 )
 
 // Replay protocol (vLLM's replay ROUTER socket): a DEALER sends
@@ -29,7 +31,7 @@ func (p *Publisher) serveReplays() {
 			if p.ctx.Err() != nil {
 				return
 			}
-			p.log.Debug("kvevents: replay receive", "err", err)
+			p.log.Debug("kvzmq: replay receive", "err", err)
 			select {
 			case <-p.ctx.Done():
 				return
@@ -44,7 +46,7 @@ func (p *Publisher) serveReplays() {
 // serveReplay answers one request [identity, "", start_seq].
 func (p *Publisher) serveReplay(frames [][]byte) {
 	if len(frames) != 3 || len(frames[1]) != 0 || len(frames[2]) != 8 {
-		p.log.Warn("kvevents: invalid replay request", "frames", len(frames))
+		p.log.Warn("kvzmq: invalid replay request", "frames", len(frames))
 		return
 	}
 	p.replays.Add(1)
@@ -57,16 +59,16 @@ func (p *Publisher) serveReplay(frames [][]byte) {
 		seq := binary.BigEndian.AppendUint64(nil, m.Seq)
 		if err := p.router.SendMulti(zmq4.NewMsgFrom(id, []byte{}, []byte(m.Topic), seq, m.Payload)); err != nil {
 			// The client went away; nothing to repair.
-			p.log.Debug("kvevents: replay send", "err", err)
+			p.log.Debug("kvzmq: replay send", "err", err)
 			return
 		}
 	}
 	// The end marker carries the configured topic, as it always has.
-	end := binary.BigEndian.AppendUint64(nil, EndSeq)
+	end := binary.BigEndian.AppendUint64(nil, kvevents.EndSeq)
 	if err := p.router.SendMulti(zmq4.NewMsgFrom(id, []byte{}, []byte(p.topic), end, []byte{})); err != nil {
 		// zmq4 writes an empty frame's body separately; a client that
 		// already has the header may have hung up.
-		p.log.Debug("kvevents: replay send end marker", "err", err)
+		p.log.Debug("kvzmq: replay send end marker", "err", err)
 	}
 }
 
@@ -75,7 +77,7 @@ func (p *Publisher) serveReplay(frames [][]byte) {
 // error means the end marker arrived. On error (ctx done, connection lost,
 // malformed reply) it returns the messages received so far with the error.
 // Compare the first Seq with startSeq to detect batches already evicted.
-func Replay(ctx context.Context, endpoint string, startSeq uint64) ([]Message, error) {
+func Replay(ctx context.Context, endpoint string, startSeq uint64) ([]kvevents.Message, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	d := zmq4.NewDealer(ctx, zmq4.WithLogger(log.New(io.Discard, "", 0)))
@@ -94,58 +96,32 @@ func Replay(ctx context.Context, endpoint string, startSeq uint64) ([]Message, e
 	select {
 	case err := <-dialed:
 		if err != nil {
-			return nil, fmt.Errorf("kvevents: replay %s: %w", endpoint, err)
+			return nil, fmt.Errorf("kvzmq: replay %s: %w", endpoint, err)
 		}
 	case <-ctx.Done():
-		return nil, fmt.Errorf("kvevents: replay %s: %w", endpoint, ctx.Err())
+		return nil, fmt.Errorf("kvzmq: replay %s: %w", endpoint, ctx.Err())
 	}
 
 	req := zmq4.NewMsgFrom([]byte{}, binary.BigEndian.AppendUint64(nil, startSeq))
 	if err := d.SendMulti(req); err != nil {
-		return nil, fmt.Errorf("kvevents: replay %s: send request: %w", endpoint, err)
+		return nil, fmt.Errorf("kvzmq: replay %s: send request: %w", endpoint, err)
 	}
-	var out []Message
+	var out []kvevents.Message
 	for {
 		msg, err := d.Recv()
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return out, fmt.Errorf("kvevents: replay %s: %w", endpoint, err)
+			return out, fmt.Errorf("kvzmq: replay %s: %w", endpoint, err)
 		}
-		m, end, err := parseReplay(msg.Frames)
+		m, end, err := kvevents.ParseReplayReply(msg.Frames)
 		if err != nil {
-			return out, fmt.Errorf("kvevents: replay %s: %w", endpoint, err)
+			return out, fmt.Errorf("kvzmq: replay %s: %w", endpoint, err)
 		}
 		if end {
 			return out, nil
 		}
 		out = append(out, m)
 	}
-}
-
-// parseReplay parses one reply as a DEALER receives it: ["", topic, seq,
-// payload], ["", seq, payload] (before v0.26) or, from the first vLLM
-// versions, [""] alone as the end marker.
-func parseReplay(frames [][]byte) (m Message, end bool, err error) {
-	if len(frames) < 2 || len(frames[0]) != 0 {
-		return Message{}, false, fmt.Errorf("%w: replay reply without empty delimiter", ErrFrames)
-	}
-	rest := frames[1:]
-	switch len(rest) {
-	case 1:
-		if len(rest[0]) == 0 {
-			return Message{}, true, nil
-		}
-	case 2:
-		m.Seq, err = parseSeq(rest[0])
-		m.Payload = rest[1]
-		return m, err == nil && m.IsEnd(), err
-	case 3:
-		m.Topic = string(rest[0])
-		m.Seq, err = parseSeq(rest[1])
-		m.Payload = rest[2]
-		return m, err == nil && m.IsEnd(), err
-	}
-	return Message{}, false, fmt.Errorf("%w: replay reply of %d frames", ErrFrames, len(frames))
 }

@@ -1,4 +1,4 @@
-package kvevents
+package kvzmq
 
 import (
 	"encoding/json"
@@ -58,10 +58,10 @@ func ParseConfig(jsonText string) (Config, error) {
 	dec := json.NewDecoder(strings.NewReader(jsonText))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, fmt.Errorf("kvevents: parse config: %w", err)
+		return Config{}, fmt.Errorf("kvzmq: parse config: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Config{}, errors.New("kvevents: parse config: data after the JSON object")
+		return Config{}, errors.New("kvzmq: parse config: data after the JSON object")
 	}
 	if c.Publisher == "" {
 		c.Publisher = PublisherNull
@@ -82,15 +82,15 @@ func ParseConfig(jsonText string) (Config, error) {
 func (c Config) Validate() error {
 	switch {
 	case c.Publisher != "" && c.Publisher != PublisherNull && c.Publisher != PublisherZMQ:
-		return fmt.Errorf("kvevents: config: unknown publisher %q", c.Publisher)
+		return fmt.Errorf("kvzmq: config: unknown publisher %q", c.Publisher)
 	case c.Endpoint == "":
-		return errors.New("kvevents: config: empty endpoint")
+		return errors.New("kvzmq: config: empty endpoint")
 	case c.BufferSteps < 0:
-		return fmt.Errorf("kvevents: config: buffer_steps %d < 0", c.BufferSteps)
+		return fmt.Errorf("kvzmq: config: buffer_steps %d < 0", c.BufferSteps)
 	case c.HWM < 0:
-		return fmt.Errorf("kvevents: config: hwm %d < 0", c.HWM)
+		return fmt.Errorf("kvzmq: config: hwm %d < 0", c.HWM)
 	case c.MaxQueueSize < 1:
-		return fmt.Errorf("kvevents: config: max_queue_size %d < 1", c.MaxQueueSize)
+		return fmt.Errorf("kvzmq: config: max_queue_size %d < 1", c.MaxQueueSize)
 	}
 	return nil
 }
@@ -152,9 +152,9 @@ func OffsetEndpointPort(endpoint string, rank int) (string, error) {
 		}
 		port, err := strconv.Atoi(endpoint[i+1:])
 		if err != nil {
-			return "", fmt.Errorf("kvevents: endpoint %q: bad port: %w", endpoint, err)
+			return "", fmt.Errorf("kvzmq: endpoint %q: bad port: %w", endpoint, err)
 		}
 		return endpoint[:i+1] + strconv.Itoa(port+rank), nil
 	}
-	return "", fmt.Errorf("kvevents: endpoint %q: must be inproc or tcp to offset by rank", endpoint)
+	return "", fmt.Errorf("kvzmq: endpoint %q: must be inproc or tcp to offset by rank", endpoint)
 }

@@ -1,0 +1,9 @@
+package proxy
+
+import (
+	"testing"
+
+	"github.com/warmpath/warmpath/services/router/internal/gintest"
+)
+
+func TestMain(m *testing.M) { gintest.Main(m) }
