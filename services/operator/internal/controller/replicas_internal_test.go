@@ -21,7 +21,7 @@ func TestRouterKVIndexFromL2(t *testing.T) {
 	secret := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "redis"}, Key: "password"}
 	tests := []struct {
 		name    string
-		backend string
+		backend v1alpha1.L2Backend
 		url     string
 		pass    *corev1.SecretKeySelector
 		want    string // "": no shared index
@@ -77,7 +77,7 @@ func TestReplicaConditions(t *testing.T) {
 	tests := []struct {
 		name         string
 		replicas     int32
-		strategy     string
+		strategy     v1alpha1.RoutingStrategy
 		limits       *v1alpha1.RequestLimits
 		l2           *v1alpha1.L2CacheSpec
 		limitsHeld   metav1.ConditionStatus // "": absent
