@@ -100,6 +100,11 @@ func TestReplicasAgree(t *testing.T) {
 			if peered.forwarded < float64(len(prompts))/3 {
 				t.Errorf("%v requests relayed of %d, want about two thirds", peered.forwarded, len(prompts))
 			}
+			// The check can fail: prefixaware's replicas routing alone each
+			// learn a third of every group (measured 36-37% against 74-76%).
+			if name == "prefixaware" && alone.hitRate > one.hitRate-0.15 {
+				t.Errorf("3 routers alone: hit rate %.3f, want clearly below one router's %.3f: the workload no longer tells agreeing replicas from others", alone.hitRate, one.hitRate)
+			}
 			if peered.hitRate < one.hitRate-replicaSlack {
 				t.Errorf("3 peered routers: hit rate %.3f, want within %.2f of one router's %.3f", peered.hitRate, replicaSlack, one.hitRate)
 			}
