@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warmpath/warmpath/libs/fleetlimit"
+	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestReplicasShareTheLimit runs three router processes in front of the
@@ -38,10 +40,14 @@ func TestReplicasShareTheLimit(t *testing.T) {
 		name         string
 		total, queue int32
 		overflow     int
+		// peered routers relay each request to the replica owning its
+		// prompt (--peers), which does not take a second slot for it.
+		peered bool
 	}{
-		{"7 over 3 routers: 2 each, the fleet admits 6 <= 7", 7, 6, 429},
-		{"12 over 3 routers: 4 each, the fleet admits 12", 12, 3, 503},
-		{"2 over 3 routers: 1 each, not 0 (unlimited): the fleet admits 3 > 2", 2, 0, 429},
+		{"7 over 3 routers: 2 each, the fleet admits 6 <= 7", 7, 6, 429, false},
+		{"12 over 3 routers: 4 each, the fleet admits 12", 12, 3, 503, false},
+		{"2 over 3 routers: 1 each, not 0 (unlimited): the fleet admits 3 > 2", 2, 0, 429, false},
+		{"7 over 3 relaying routers: the slot stays where the request arrived", 7, 6, 429, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,9 +58,18 @@ func TestReplicasShareTheLimit(t *testing.T) {
 			gate := &concurrency{}
 			workers := []*worker{countedWorker(t, gate), countedWorker(t, gate)}
 			cfg := writeLimits(t, per, queue, tt.overflow)
+			addrs, urls := make([]string, routers), make([]string, routers)
+			for i := range addrs {
+				addrs[i] = "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
+				urls[i] = "http://" + addrs[i]
+			}
 			var rs []*router
-			for range routers {
-				rs = append(rs, startRouter(t, workers, "--config", cfg))
+			for i := range routers {
+				args := []string{"--config", cfg}
+				if tt.peered {
+					args = append(args, "--peers", strings.Join(urls, ","), "--peer-self", urls[i])
+				}
+				rs = append(rs, startRouterAt(t, "http", http.DefaultClient, addrs[i], workers, args...))
 			}
 
 			res := drive(t, rs, tt.overflow, 10, 6)
@@ -63,6 +78,15 @@ func TestReplicasShareTheLimit(t *testing.T) {
 			t.Logf("total %d over %d routers: %d each (queue %d each); sent %d: %d completed, %d rejected with %d; peak at the workers %d (the fleet admits at most %d)",
 				tt.total, routers, per, queue, res.sent, res.completed, res.rejected, tt.overflow, peak, fleet)
 
+			if tt.peered {
+				relayed := 0.0
+				for _, r := range rs {
+					relayed += scrape(t, r.url+"/metrics", `warmpath_router_peer_relays_total{result="forwarded"}`)
+				}
+				if relayed == 0 {
+					t.Error("no request was relayed between the peered routers")
+				}
+			}
 			if peak > int(fleet) {
 				t.Errorf("peak of %d requests at the workers, over the %d the routers' shares add up to", peak, fleet)
 			}
