@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,26 @@ type replicaRun struct {
 	own       float64 // requests routed where they arrived, as their owner
 }
 
+// startReplicas starts n routers over workers with args, each also
+// naming all n with --peers (and itself with --peer-self) when peered.
+func startReplicas(t *testing.T, n int, peered bool, workers []*worker, args ...string) []*router {
+	t.Helper()
+	addrs, urls := make([]string, n), make([]string, n)
+	for i := range addrs {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
+		urls[i] = "http://" + addrs[i]
+	}
+	rs := make([]*router, n)
+	for i := range rs {
+		a := args
+		if peered {
+			a = append(slices.Clip(args), "--peers", strings.Join(urls, ","), "--peer-self", urls[i])
+		}
+		rs[i] = startRouterAt(t, "http", http.DefaultClient, addrs[i], workers, a...)
+	}
+	return rs
+}
+
 // runReplicas starts four simulated workers and n routers (strategy name,
 // each knowing the others with --peers when peered) and sends the
 // shared-prefix workload, each request to the next router in turn, as a
@@ -26,23 +47,11 @@ type replicaRun struct {
 func runReplicas(t *testing.T, name string, n int, peered bool, prompts []string) replicaRun {
 	t.Helper()
 	ws := sharedPrefixWorkers(t, name)
-	addrs := make([]string, n)
-	urls := make([]string, n)
-	for i := range addrs {
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
-		urls[i] = "http://" + addrs[i]
+	args := []string{"--strategy", name}
+	if name == "kvaware" {
+		args = append(args, kvEvents()...)
 	}
-	rs := make([]*router, n)
-	for i := range rs {
-		args := []string{"--strategy", name}
-		if name == "kvaware" {
-			args = append(args, kvEvents()...)
-		}
-		if peered {
-			args = append(args, "--peers", strings.Join(urls, ","), "--peer-self", urls[i])
-		}
-		rs[i] = startRouterAt(t, "http", http.DefaultClient, addrs[i], ws, args...)
-	}
+	rs := startReplicas(t, n, peered, ws, args...)
 
 	type job struct{ url, prompt string }
 	jobs := make(chan job)

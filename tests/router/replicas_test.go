@@ -9,14 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/warmpath/warmpath/libs/fleetlimit"
-	"github.com/warmpath/warmpath/libs/testnet"
 )
 
 // TestReplicasShareTheLimit runs three router processes in front of the
@@ -58,19 +56,7 @@ func TestReplicasShareTheLimit(t *testing.T) {
 			gate := &concurrency{}
 			workers := []*worker{countedWorker(t, gate), countedWorker(t, gate)}
 			cfg := writeLimits(t, per, queue, tt.overflow)
-			addrs, urls := make([]string, routers), make([]string, routers)
-			for i := range addrs {
-				addrs[i] = "127.0.0.1:" + strconv.Itoa(testnet.FreePort(t))
-				urls[i] = "http://" + addrs[i]
-			}
-			var rs []*router
-			for i := range routers {
-				args := []string{"--config", cfg}
-				if tt.peered {
-					args = append(args, "--peers", strings.Join(urls, ","), "--peer-self", urls[i])
-				}
-				rs = append(rs, startRouterAt(t, "http", http.DefaultClient, addrs[i], workers, args...))
-			}
+			rs := startReplicas(t, routers, tt.peered, workers, "--config", cfg)
 
 			res := drive(t, rs, tt.overflow, 10, 6)
 			peak, atWorkers := gate.stats()

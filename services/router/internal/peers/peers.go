@@ -73,10 +73,3 @@ func (s *Set) IsPeer(ip net.IP) bool {
 	defer s.mu.RUnlock()
 	return ip != nil && s.ips[ip.String()]
 }
-
-// Len is the number of replicas known.
-func (s *Set) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.ids)
-}
