@@ -140,7 +140,13 @@ func runOne(ctx context.Context, cfg Config, logDir, strategy string, tier Tieri
 		return report.Run{}, err
 	}
 	defer func() { _ = st.Stop() }()
-	return Live(ctx, LiveConfig{BaseURL: st.RouterURL, Model: cfg.Model, Workers: st.WorkerURLs, TimeScale: cfg.TimeScale, Bar: bar}, w)
+	r, err := Live(ctx, LiveConfig{BaseURL: st.RouterURL, Model: cfg.Model, Workers: st.WorkerURLs, TimeScale: cfg.TimeScale, Bar: bar}, w)
+	if err != nil {
+		return r, err
+	}
+	// Each request's figures beside the stack's logs: a tail in the table
+	// is read from here (which requests, cold or cached).
+	return r, report.WriteJSON(filepath.Join(dir, "requests.json"), r.Samples)
 }
 
 // routerConfig is the routing file the demo's router runs: the strategy,
