@@ -16,5 +16,6 @@ if [[ ${E2E_KEEP:-0} != 1 ]]; then
 fi
 kubeconfig="$(scripts/k8s-node/up.sh)"
 scripts/k8s-node/load-images.sh
-WARMPATH_E2E_KUBECONFIG="$kubeconfig" WARMPATH_E2E_PROMETHEUS="$bin/prometheus" WARMPATH_REQUIRE_E2E=1 \
+WARMPATH_E2E_KUBECONFIG="$kubeconfig" WARMPATH_E2E_PROMETHEUS="$bin/prometheus" \
+	WARMPATH_E2E_PROMETHEUS_ADAPTER="$bin/prometheus-adapter" WARMPATH_REQUIRE_E2E=1 \
 	go test -count=1 -timeout "${E2E_TIMEOUT:-25m}" ${E2E_RUN:+-run "$E2E_RUN"} -v ./tests/e2e/

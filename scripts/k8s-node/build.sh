@@ -17,6 +17,8 @@
 #             checked against the Go checksum database) with only its Kubernetes
 #             service discovery (build tags remove_all_sd,enable_kubernetes_sd):
 #             Debian's prometheus package is built without it
+#   hack/prometheus-adapter  prometheus-adapter, serving custom.metrics.k8s.io
+#             from Prometheus to the node's HPA controller
 #   docker    FROM-scratch images of pause, CoreDNS and the curl stand-in
 #
 # Binaries go to $E2E_CACHE/bin (keyed by the pinned versions) and are kept:
@@ -90,6 +92,12 @@ if [[ ! -x $E2E_BIN/prometheus || "$(cat "$E2E_BIN/prometheus.version" 2>/dev/nu
 	echo "$PROMETHEUS_VERSION" >"$E2E_BIN/prometheus.version"
 	e2e_log "built prometheus in $((SECONDS - t))s"
 fi
+
+# prometheus-adapter, the metrics adapter the e2e's HPA reads through: its
+# module cannot be go-installed by version (the proxy refuses its version
+# list, which go install reads for deprecations), so hack/ pins it as a tool.
+have prometheus-adapter "" --help ||
+	GOWORK=off build "$ROOT/hack/prometheus-adapter" sigs.k8s.io/prometheus-adapter/cmd/adapter prometheus-adapter "-s -w"
 
 # FROM-scratch images for the node. docker build's own cache makes an
 # unchanged one instant.

@@ -178,6 +178,11 @@ e2e_import_image "$E2E_PAUSE_IMAGE" "$E2E_COREDNS_IMAGE" "$E2E_CURL_IMAGE"
 wait_for etcd 60 curl -sf http://127.0.0.1:12379/health
 
 # --- control plane
+# The requestheader and proxy-client flags switch on the aggregation layer
+# (kubeadm's set): the e2e's metrics adapter serves custom.metrics.k8s.io
+# behind it. Aggregator routing sends those requests to the adapter's
+# endpoint address, not through a ClusterIP. The controller manager's HPA
+# loop runs every 5 s instead of 15, so the autoscaling step takes seconds.
 start kube-apiserver "$E2E_BIN/kube-apiserver" \
 	--etcd-servers=http://127.0.0.1:12379 \
 	--advertise-address="$E2E_NODE_IP" --bind-address="$E2E_NODE_IP" --secure-port=6443 \
@@ -191,7 +196,12 @@ start kube-apiserver "$E2E_BIN/kube-apiserver" \
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file="$E2E_PKI/sa.pub" --service-account-signing-key-file="$E2E_PKI/sa.key" \
 	--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
-	--allow-privileged=true --profiling=false
+	--allow-privileged=true --profiling=false \
+	--requestheader-client-ca-file="$E2E_PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+	--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+	--requestheader-extra-headers-prefix=X-Remote-Extra- \
+	--proxy-client-cert-file="$E2E_PKI/front-proxy-client.crt" --proxy-client-key-file="$E2E_PKI/front-proxy-client.key" \
+	--enable-aggregator-routing=true
 wait_for kube-apiserver 180 kubectl get --raw /readyz
 start kube-controller-manager "$E2E_BIN/kube-controller-manager" \
 	--kubeconfig="$KC/controller-manager.kubeconfig" \
@@ -201,7 +211,8 @@ start kube-controller-manager "$E2E_BIN/kube-controller-manager" \
 	--service-account-private-key-file="$E2E_PKI/sa.key" --root-ca-file="$E2E_PKI/ca.crt" \
 	--cluster-signing-cert-file="$E2E_PKI/ca.crt" --cluster-signing-key-file="$E2E_PKI/ca.key" \
 	--use-service-account-credentials=true \
-	--service-cluster-ip-range="$E2E_SVC_CIDR" --allocate-node-cidrs=false --profiling=false
+	--service-cluster-ip-range="$E2E_SVC_CIDR" --allocate-node-cidrs=false --profiling=false \
+	--horizontal-pod-autoscaler-sync-period=5s
 start kube-scheduler "$E2E_BIN/kube-scheduler" \
 	--kubeconfig="$KC/scheduler.kubeconfig" \
 	--authentication-kubeconfig="$KC/scheduler.kubeconfig" \

@@ -78,6 +78,7 @@ func TestE2E(t *testing.T) {
 		{"RouterTLSAndKeys", testRouterTLSAndKeys},
 		{"Dashboards", testDashboards},
 		{"Scheduling", testScheduling},
+		{"Autoscaling", testAutoscaling},
 		{"HelmTestUpgradeUninstall", testHelmLifecycle},
 	}
 	for _, s := range steps {
