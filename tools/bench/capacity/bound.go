@@ -132,7 +132,7 @@ func pctText(p *float64) string {
 // configuration and round robin on GPU only (docs/benchmarks.md).
 func BoundsMarkdown(w io.Writer, rows []Row, bounds []OracleBound, base Baselines) error {
 	var b strings.Builder
-	b.WriteString("| workload | workers | SLO | oracle hit rate | oracle TTFT p90, alone | engine s / request | oracle's bound | best configuration | its goodput | best at % of bound | round robin, GPU only, at % of bound |\n")
+	b.WriteString("| workload | workers | SLO | oracle hit rate | oracle TTFT p90, alone | engine s / request | oracle's bound | best warmpath configuration | its goodput | best at % of bound | round robin, GPU only, at % of bound |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, o := range bounds {
 		best, _ := Best(rows, o.Group(), base.Strategy)
