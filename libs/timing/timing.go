@@ -93,13 +93,19 @@ func (m Model) StepSeconds(b Batch) float64 {
 	flops := 2*p.Params*float64(newTokens) + 4*float64(p.Layers*p.Hidden)*attnTokenCtx
 	bytes := p.WeightBytes() + kvReadTokens*float64(p.KVBytesPerToken())
 	compute := flops / tp / m.flopsPerSec
-	memory := bytes / tp / m.bytesPerSec
+	memory := m.ReadSeconds(bytes)
 	step := max(compute, memory) + p.StepOverheadSeconds
 	if p.TensorParallel > 1 {
 		// Two all-reduces per layer per step (after attention and after MLP).
 		step += 2 * float64(p.Layers) * p.AllReduceSeconds
 	}
 	return step + load
+}
+
+// ReadSeconds is the time to read bytes from HBM at the effective
+// bandwidth, spread over the tensor-parallel ranks: a step's memory time.
+func (m Model) ReadSeconds(bytes float64) float64 {
+	return bytes / float64(m.Preset.TensorParallel) / m.bytesPerSec
 }
 
 // LoadSeconds returns the time to bring tokens' KV from an external tier

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -96,7 +97,8 @@ func compare(r, b Row) (*float64, *float64) {
 }
 
 // Goal is the issue's check: the best warmpath configuration's goodput
-// against round robin on GPU only, at least Target times.
+// against round robin on GPU only, at least Target times, with the
+// oracle's bound beside it.
 type Goal struct {
 	Workload   string   `json:"workload"`
 	Workers    int      `json:"workers"`
@@ -107,36 +109,38 @@ type Goal struct {
 	BaseRPS    float64  `json:"baseline_goodput_rps"`
 	X          *float64 `json:"goodput_x,omitempty"`
 	CostChange *float64 `json:"cost_change_pct,omitempty"`
-	Met        bool     `json:"met"`
-	Note       string   `json:"note,omitempty"`
+	// BoundRPS is the oracle's goodput bound (OracleBound.GoodputRPS);
+	// BestPctOfBound and BasePctOfBound the two goodputs as percentages
+	// of it (absent when the bound is 0).
+	BoundRPS       float64  `json:"oracle_bound_goodput_rps"`
+	BestPctOfBound *float64 `json:"best_pct_of_oracle_bound,omitempty"`
+	BasePctOfBound *float64 `json:"baseline_pct_of_oracle_bound,omitempty"`
+	Met            bool     `json:"met"`
+	Note           string   `json:"note,omitempty"`
 }
 
-// CheckGoal finds the best row of workload at workers and slo whose
+// CheckGoal finds the best row (Best) of workload at workers and slo whose
 // strategy is not the baseline's and compares it with the baseline on GPU
-// only.
-func CheckGoal(rows []Row, workload string, workers int, slo float64, target float64, base Baselines) Goal {
+// only and with the group's oracle bound.
+func CheckGoal(rows []Row, bounds []OracleBound, workload string, workers int, slo float64, target float64, base Baselines) Goal {
 	g := Goal{Workload: workload, Workers: workers, SLOms: slo, Target: target}
-	var best *Row
-	for i := range rows {
-		r := &rows[i]
-		if r.Workload != workload || r.Workers != workers || r.SLOms != slo {
-			continue
-		}
-		if r.Strategy == base.Strategy && r.Cache == base.GPU {
+	grp := Group{workload, workers, slo}
+	for _, r := range rows {
+		if r.Group() == grp && r.Strategy == base.Strategy && r.Cache == base.GPU {
 			g.BaseRPS = r.GoodputRPS
 		}
-		if r.Strategy == base.Strategy {
-			continue
-		}
-		if best == nil || r.GoodputRPS > best.GoodputRPS {
-			best = r
-		}
 	}
-	if best == nil {
+	if o, ok := boundFor(bounds, grp); ok {
+		g.BoundRPS = o.GoodputRPS
+		g.BasePctOfBound = pctOf(g.BaseRPS, o.GoodputRPS)
+	}
+	best, ok := Best(rows, grp, base.Strategy)
+	if !ok {
 		g.Note = "no warmpath configuration ran"
 		return g
 	}
 	g.Best, g.BestRPS = best.Strategy+" / "+best.Cache, best.GoodputRPS
+	g.BestPctOfBound = pctOf(best.GoodputRPS, g.BoundRPS)
 	switch {
 	case g.BaseRPS <= 0 && g.BestRPS > 0:
 		g.Met = true
@@ -184,36 +188,30 @@ const (
 )
 
 // Headline writes one line per workload, fleet size and SLO: round robin
-// on GPU only, the configuration with the most goodput, and what that
-// does to the cost of a thousand output tokens.
-func Headline(w io.Writer, rows []Row, base Baselines) error {
+// on GPU only, the warmpath configuration with the most goodput (Best),
+// what that does to the cost of a thousand output tokens, and where it
+// stands against the oracle's bound.
+func Headline(w io.Writer, rows []Row, bounds []OracleBound, base Baselines) error {
 	var b strings.Builder
-	b.WriteString("| workload | workers | TTFT p90 SLO | round robin, GPU only | best configuration | its goodput | its TTFT p90 | $ per 1M output tokens | goodput vs round robin | cost vs round robin |\n")
-	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
-	type key struct {
-		workload string
-		workers  int
-		slo      float64
-	}
-	var order []key
-	best, baseline := map[key]Row{}, map[key]Row{}
+	b.WriteString("| workload | workers | TTFT p90 SLO | round robin, GPU only | best warmpath configuration | its goodput | its TTFT p90 | $ per 1M output tokens | goodput vs round robin | cost vs round robin | oracle's bound | best at % of the bound |\n")
+	b.WriteString("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	var order []Group
+	baseline := map[Group]Row{}
 	for _, r := range rows {
-		k := key{r.Workload, r.Workers, r.SLOms}
-		if _, ok := best[k]; !ok {
-			order = append(order, k)
-			best[k] = r
-		}
-		// A search's goodput is quantised to its probes, so configurations
-		// tie often; the one with the lower TTFT p90 there is ahead.
-		if b := best[k]; r.GoodputRPS > b.GoodputRPS || (r.GoodputRPS == b.GoodputRPS && r.TTFTP90ms < b.TTFTP90ms) {
-			best[k] = r
+		g := r.Group()
+		if !slices.Contains(order, g) {
+			order = append(order, g)
 		}
 		if r.Strategy == base.Strategy && r.Cache == base.GPU {
-			baseline[k] = r
+			baseline[g] = r
 		}
 	}
-	for _, k := range order {
-		r, rr := best[k], baseline[k]
+	for _, g := range order {
+		r, ok := Best(rows, g, base.Strategy)
+		if !ok {
+			continue
+		}
+		rr := baseline[g]
 		rrText := fmt.Sprintf("%.2f req/s", rr.GoodputRPS)
 		if rr.GoodputRPS == 0 {
 			rrText = "meets no load"
@@ -222,8 +220,12 @@ func Headline(w io.Writer, rows []Row, base Baselines) error {
 		if r.GoodputXvsRRGPU != nil {
 			x, cost = fmt.Sprintf("%.2f×", *r.GoodputXvsRRGPU), fmt.Sprintf("%+.0f%%", *r.CostPctvsRRGPU)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f ms | %s | %s / %s | %.2f req/s (%.0f tok/s) | %.0f ms | $%.2f | %s | %s |\n",
-			k.workload, k.workers, k.slo, rrText, r.Strategy, r.Cache, r.GoodputRPS, r.OutputTokS, r.TTFTP90ms, 1000*r.USDPer1K, x, cost)
+		bound, pct := "–", "–"
+		if o, ok := boundFor(bounds, g); ok {
+			bound, pct = boundText(o), pctText(pctOf(r.GoodputRPS, o.GoodputRPS))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f ms | %s | %s / %s | %.2f req/s (%.0f tok/s) | %.0f ms | $%.2f | %s | %s | %s | %s |\n",
+			g.Workload, g.Workers, g.SLOms, rrText, r.Strategy, r.Cache, r.GoodputRPS, r.OutputTokS, r.TTFTP90ms, 1000*r.USDPer1K, x, cost, bound, pct)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

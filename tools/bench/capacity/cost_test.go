@@ -40,7 +40,7 @@ func TestRowsAndGoal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := Rows(tc.curves, price, base)
-			g := CheckGoal(rows, "w", 8, 2000, 1.4, base)
+			g := CheckGoal(rows, nil, "w", 8, 2000, 1.4, base)
 			if g.Best != tc.wantBest || g.Met != tc.met {
 				t.Fatalf("%+v: want best %q, met %v", g, tc.wantBest, tc.met)
 			}
@@ -65,18 +65,21 @@ func TestHeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		curves []Curve
+		bounds []OracleBound
 		want   []string // in the line of the one group
 	}{
 		{"warmpath doubles goodput", []Curve{
 			curve("roundrobin", "GPU", 2, 10, Bracketed), curve("kvaware", "GPU+L1+L2", 4, 5, Bracketed), curve("kvaware", "GPU", 3, 6.6, Bracketed),
-		}, []string{"| 2.00 req/s |", "kvaware / GPU+L1+L2", "4.00 req/s", "2.00×", "-50%"}},
+		}, []OracleBound{{Workload: "w", Workers: 8, SLOms: 2000, SLOAttainable: true, GoodputRPS: 16, GoodputTokS: 1600}},
+			[]string{"| 2.00 req/s |", "kvaware / GPU+L1+L2", "4.00 req/s", "2.00×", "-50%", "| 16.00 req/s (1600 tok/s) | 25% |"}},
 		{"round robin meets no load", []Curve{
 			curve("roundrobin", "GPU", 0, 0, Unattainable), curve("prefixaware", "GPU+L1", 1, 20, Bracketed),
-		}, []string{"meets no load", "prefixaware / GPU+L1", "unbounded"}},
+		}, []OracleBound{{Workload: "w", Workers: 8, SLOms: 2000, AloneTTFTP90ms: 2100, ThroughputRPS: 16}},
+			[]string{"meets no load", "prefixaware / GPU+L1", "unbounded", "SLO is out of reach (oracle alone: p90 2100 ms) | – |"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
-			if err := Headline(&b, Rows(tc.curves, Price{USDPerGPUHour: 3.6}, base), base); err != nil {
+			if err := Headline(&b, Rows(tc.curves, Price{USDPerGPUHour: 3.6}, base), tc.bounds, base); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -87,6 +90,41 @@ func TestHeadline(t *testing.T) {
 				if !strings.Contains(lines[2], w) {
 					t.Errorf("%q lacks %q", lines[2], w)
 				}
+			}
+		})
+	}
+}
+
+// TestBestAgrees holds the goal and the README to one best row: equal
+// goodput goes to the lower TTFT p90, then to the name.
+func TestBestAgrees(t *testing.T) {
+	base := Baselines{Strategy: "roundrobin", GPU: "GPU", WithL1: "GPU+L1"}
+	at := func(strategy, cache string, rps, p90 float64) Curve {
+		c := curve(strategy, cache, rps, 5, Bracketed)
+		c.Goodput.TTFTP90ms = p90
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		curves []Curve
+		want   string
+	}{
+		{"most goodput", []Curve{at("roundrobin", "GPU", 9, 100), at("kvaware", "GPU", 7, 1900), at("prefixaware", "GPU", 7.5, 1990)}, "prefixaware / GPU"},
+		{"tie to the lower p90", []Curve{at("roundrobin", "GPU", 6, 100), at("kvaware", "GPU", 7.33, 1957), at("kvaware", "GPU+L1", 7.33, 1857),
+			at("kvaware", "GPU+L1+L2", 7.33, 1766)}, "kvaware / GPU+L1+L2"},
+		{"then to the name", []Curve{at("roundrobin", "GPU", 6, 100), at("prefixaware", "GPU", 7, 1800), at("kvaware", "GPU+L1", 7, 1800)}, "kvaware / GPU+L1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rows := Rows(tc.curves, Price{USDPerGPUHour: 3.6}, base)
+			if g := CheckGoal(rows, nil, "w", 8, 2000, 1.4, base); g.Best != tc.want {
+				t.Errorf("goal names %q, want %q", g.Best, tc.want)
+			}
+			var b strings.Builder
+			if err := Headline(&b, rows, nil, base); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), "| "+tc.want+" |") {
+				t.Errorf("headline does not name %q:\n%s", tc.want, b.String())
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -73,26 +74,73 @@ type probeKey struct {
 }
 
 // runner memoises runs, so a workload judged by two SLOs runs once per
-// factor: a run's records do not depend on the SLO.
+// factor: a run's records do not depend on the SLO. So does the oracle's
+// bound, per group.
 type runner struct {
-	cfg  Config
-	mu   sync.Mutex
-	runs map[probeKey][]des.Record
+	cfg    Config
+	mu     sync.Mutex
+	runs   map[probeKey][]des.Record
+	bounds map[string]des.Bound
 }
 
-// Run searches every workload for every strategy and cache configuration.
-// Workloads go one after another; their curves in parallel.
-func Run(cfg Config, wls []Workload) ([]Curve, error) {
-	r := &runner{cfg: cfg, runs: map[probeKey][]des.Record{}}
-	var out []Curve
+// Result is every curve, and each workload's bound beside them.
+type Result struct {
+	Curves []Curve
+	Bounds []OracleBound
+}
+
+// Run searches every workload for every strategy and cache configuration,
+// and bounds each workload's goodput with the oracle. Workloads go one
+// after another; their curves in parallel.
+func Run(cfg Config, wls []Workload) (Result, error) {
+	r := &runner{cfg: cfg, runs: map[probeKey][]des.Record{}, bounds: map[string]des.Bound{}}
+	var out Result
 	for _, w := range wls {
 		cs, err := r.workload(w)
 		if err != nil {
-			return nil, err
+			return Result{}, err
 		}
-		out = append(out, cs...)
+		out.Curves = append(out.Curves, cs...)
+		b, err := r.bound(w)
+		if err != nil {
+			return Result{}, err
+		}
+		out.Bounds = append(out.Bounds, b)
 	}
 	return out, nil
+}
+
+// bound is w's oracle bound, with the largest cache configuration: the
+// oracle pools its GPUs, L1s and L2. It reads the order and the output
+// lengths of the requests from that configuration's first run (at the
+// start factor, which every search tries first), made already.
+func (r *runner) bound(w Workload) (OracleBound, error) {
+	if len(r.cfg.Caches) == 0 || len(r.cfg.Strategies) == 0 {
+		return OracleBound{}, errors.New("capacity: the bound needs a cache configuration and a strategy")
+	}
+	cache := r.cfg.Caches[0]
+	for _, c := range r.cfg.Caches[1:] {
+		if c.L1Bytes > cache.L1Bytes || (c.L1Bytes == cache.L1Bytes && c.L2Bytes > cache.L2Bytes) {
+			cache = c
+		}
+	}
+	b, ok := r.bounds[w.Group]
+	if !ok || w.Group == "" {
+		strategy := r.cfg.Strategies[0]
+		fleet, err := r.fleet(w, cache, strategy)
+		if err != nil {
+			return OracleBound{}, err
+		}
+		recs, err := r.records(probeKey{group: w.Group, strategy: strategy, cache: cache.Name, factor: w.Start}, fleet, w.Requests)
+		if err != nil {
+			return OracleBound{}, fmt.Errorf("capacity: %s bound: %w", w.Name, err)
+		}
+		if b, err = des.OracleBound(fleet, w.Requests, &des.Result{Records: recs}); err != nil {
+			return OracleBound{}, fmt.Errorf("capacity: %s bound: %w", w.Name, err)
+		}
+		r.bounds[w.Group] = b
+	}
+	return newOracleBound(w, cache.Name, b), nil
 }
 
 func (r *runner) workload(w Workload) ([]Curve, error) {
@@ -123,17 +171,26 @@ func (r *runner) workload(w Workload) ([]Curve, error) {
 	return curves, nil
 }
 
-func (r *runner) curve(w Workload, cache Cache, c *Curve) error {
+// fleet is the des configuration of one curve.
+func (r *runner) fleet(w Workload, cache Cache, strategy string) (des.Config, error) {
 	fleet := r.cfg.Fleet
 	fleet.Workers, fleet.L1Bytes, fleet.L2Bytes = w.Workers, cache.L1Bytes, cache.L2Bytes
 	fleet.Strategy = r.cfg.Strategy
-	fleet.Strategy.Name = c.Strategy
+	fleet.Strategy.Name = strategy
 	if fleet.Strategy.PrefixAware.OffloadCapacityTokens == 0 {
 		// As the router should be configured for this L1 (docs/router.md).
 		var err error
 		if fleet.Strategy.PrefixAware.OffloadCapacityTokens, err = des.L1CapacityTokens(fleet); err != nil {
-			return err
+			return des.Config{}, err
 		}
+	}
+	return fleet, nil
+}
+
+func (r *runner) curve(w Workload, cache Cache, c *Curve) error {
+	fleet, err := r.fleet(w, cache, c.Strategy)
+	if err != nil {
+		return err
 	}
 	b := r.cfg.Bounds
 	b.Start, b.Min, b.Max = w.Start, w.Start*b.Min, w.Start*b.Max

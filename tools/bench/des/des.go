@@ -179,6 +179,9 @@ func newFleet(cfg Config) (*fleet, error) {
 	}
 	cfg.Preset = cmp.Or(cfg.Preset, timing.DefaultPreset)
 	cfg.BlockSize = cmp.Or(cfg.BlockSize, 16)
+	// The engine's own defaults, set here for the bound (bound.go).
+	cfg.MaxNumSeqs = cmp.Or(cfg.MaxNumSeqs, 256)
+	cfg.MaxNumBatchedTokens = cmp.Or(cfg.MaxNumBatchedTokens, 8192)
 	cfg.Model = cmp.Or(cfg.Model, "model")
 	preset, err := timing.Lookup(cfg.Preset)
 	if err != nil {
@@ -597,19 +600,50 @@ type OracleResult struct {
 // Each request generates one token only: the hit rate concerns prompts,
 // and decoding would only add its output's blocks to the cache.
 func Oracle(cfg Config, reqs []workload.Request, res *Result) (OracleResult, error) {
+	served, err := oracle(cfg, reqs, res)
+	if err != nil {
+		return OracleResult{}, err
+	}
+	return summarise(served), nil
+}
+
+// oracleServed is one request as the oracle served it, alone.
+type oracleServed struct {
+	req          int
+	prompt, hits int // prompt tokens, and those found cached (GPU, L1 or L2)
+	ttft         time.Duration
+}
+
+func summarise(served []oracleServed) OracleResult {
+	var hits, total int
+	ttfts := make([]time.Duration, 0, len(served))
+	for _, s := range served {
+		hits += s.hits
+		total += s.prompt
+		ttfts = append(ttfts, s.ttft)
+	}
+	if total == 0 {
+		return OracleResult{}
+	}
+	slices.Sort(ttfts)
+	return OracleResult{HitRate: float64(hits) / float64(total), TTFTP90: report.Percentile(ttfts, 90)}
+}
+
+// oracle serves the requests as Oracle describes, in arrival order.
+func oracle(cfg Config, reqs []workload.Request, res *Result) ([]oracleServed, error) {
 	cfg.Workers = max(cfg.Workers, 1)
 	f, err := newFleet(cfg)
 	if err != nil {
-		return OracleResult{}, err
+		return nil, err
 	}
 	// The L2 is shared already: the oracle has one of the same size.
 	l2, err := f.l2Store()
 	if err != nil {
-		return OracleResult{}, fmt.Errorf("des: oracle: L2: %w", err)
+		return nil, fmt.Errorf("des: oracle: L2: %w", err)
 	}
 	w, err := f.worker(cfg.Workers, l2)
 	if err != nil {
-		return OracleResult{}, err
+		return nil, err
 	}
 	order := make([]int, 0, len(reqs))
 	for i := range reqs {
@@ -618,13 +652,12 @@ func Oracle(cfg Config, reqs []workload.Request, res *Result) (OracleResult, err
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(res.Records[a].Arrival, res.Records[b].Arrival) })
-	var hits, total int
-	ttfts := make([]time.Duration, 0, len(order))
+	served := make([]oracleServed, 0, len(order))
 	now := 0.0
 	for _, i := range order {
 		r := &engine.Request{ID: strconv.Itoa(i), Prompt: reqs[i].Tokens(), MaxTokens: 1}
 		if err := w.eng.Add(r); err != nil {
-			return OracleResult{}, fmt.Errorf("des: oracle: request %d: %w", i, err)
+			return nil, fmt.Errorf("des: oracle: request %d: %w", i, err)
 		}
 		start := now
 		for w.eng.HasWork() {
@@ -634,13 +667,8 @@ func Oracle(cfg Config, reqs []workload.Request, res *Result) (OracleResult, err
 				w.l1.TakeEvents() // nobody indexes the oracle's events
 			}
 		}
-		hits += r.Stats.CachedTokens + r.Stats.ExternalTokens
-		total += r.Stats.PromptTokens
-		ttfts = append(ttfts, seconds(r.Stats.FirstToken-start))
+		served = append(served, oracleServed{req: i, prompt: r.Stats.PromptTokens,
+			hits: r.Stats.CachedTokens + r.Stats.ExternalTokens, ttft: seconds(r.Stats.FirstToken - start)})
 	}
-	if total == 0 {
-		return OracleResult{}, nil
-	}
-	slices.Sort(ttfts)
-	return OracleResult{HitRate: float64(hits) / float64(total), TTFTP90: report.Percentile(ttfts, 90)}, nil
+	return served, nil
 }

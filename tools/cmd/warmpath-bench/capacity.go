@@ -154,15 +154,20 @@ func runCapacity(args []string) error {
 		Strategy: strategy.Defaults(), Strategies: strings.Split(f.strategies, ","), Caches: caches, Bounds: b,
 		Parallel: f.parallel, Log: os.Stderr}
 	began := time.Now()
-	curves, err := capacity.Run(cfg, wls)
+	res, err := capacity.Run(cfg, wls)
 	if err != nil {
 		return err
 	}
+	curves := res.Curves
 	base := capacityBaselines
 	price := capacity.Price{USDPerGPUHour: f.price, Source: f.priceSource}
 	rows := capacity.Rows(curves, price, base)
-	goal := capacity.CheckGoal(rows, wls[0].Name, wls[0].Workers, float64(f.traceSLO.Milliseconds()), f.goal, base)
+	goal := capacity.CheckGoal(rows, res.Bounds, wls[0].Name, wls[0].Workers, float64(f.traceSLO.Milliseconds()), f.goal, base)
 	if err := capacity.Markdown(os.Stdout, rows); err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := capacity.BoundsMarkdown(os.Stdout, rows, res.Bounds, base); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "goal: %+v\n", goal)
@@ -171,7 +176,7 @@ func runCapacity(args []string) error {
 		return err
 	}
 	return report.WriteJSON(f.out, map[string]any{
-		"mode": "des", "rows": rows, "curves": curves, "goal": goal, "price": price, "bounds": b,
+		"mode": "des", "rows": rows, "curves": curves, "oracle_bounds": res.Bounds, "goal": goal, "price": price, "bounds": b,
 		"trace_max": f.traceMax, "l1_gb": f.l1GB, "l2_gb": f.l2GB, "long_doc": f.doc,
 		"big_fleet": map[string]int{"workers": f.bigFleet, "max_probes": f.bigMaxProbes}, "l1_events": mode, "strategy_config": cfg.Strategy, "plots": relPaths(plots),
 		"queue_growth": "a probe fails when the mean queueing delay (arrival to first scheduling) of the last third of its requests, by arrival, exceeds the first third's by more than half the SLO",
@@ -198,13 +203,14 @@ func updateCapacityHeadline(path, readme string) error {
 		return fmt.Errorf("capacity headline: %w", err)
 	}
 	var res struct {
-		Rows []capacity.Row `json:"rows"`
+		Rows   []capacity.Row         `json:"rows"`
+		Bounds []capacity.OracleBound `json:"oracle_bounds"`
 	}
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("capacity headline: %s: %w", path, err)
 	}
 	var b strings.Builder
-	if err := capacity.Headline(&b, res.Rows, capacityBaselines); err != nil {
+	if err := capacity.Headline(&b, res.Rows, res.Bounds, capacityBaselines); err != nil {
 		return err
 	}
 	return report.UpdateSection(readme, capacity.HeadlineBegin, capacity.HeadlineEnd, "## Capacity and cost", b.String())
