@@ -223,7 +223,12 @@ func (s *Server) serveExchange(x *exchange) outcome {
 		x.span.SetAttributes(attribute.String("gen_ai.request.model", strings.Clone(p.model)), attribute.Bool("warmpath.stream", p.stream))
 	}
 
-	serving, available := s.census(p.model)
+	serving, available, unknown := s.census(p.model)
+	if serving == 0 && unknown > 0 {
+		// Whether the model exists is not known yet: a retry will tell.
+		return s.reject(x, metrics.ReasonNoWorker, openai.Errorf(http.StatusServiceUnavailable,
+			"the workers' models are not known yet; retry"))
+	}
 	if serving == 0 {
 		return s.reject(x, metrics.ReasonUnknownModel, &openai.APIError{Status: http.StatusNotFound, Type: openai.TypeNotFound, Param: "model",
 			Message: fmt.Sprintf("The model `%s` does not exist.", p.model)})

@@ -216,7 +216,8 @@ type selection struct {
 // broken health signal (or a bad request that tripped ejection everywhere)
 // must not turn into an outage while workers could still answer.
 func (s *Server) selectable(model string, excluded map[string]bool) selection {
-	sel := selection{panic: s.panics(s.census(model))}
+	serving, available, _ := s.census(model)
+	sel := selection{panic: s.panics(serving, available)}
 	for _, ep := range s.pool.All() {
 		if excluded[ep.URL] || !ep.Serves(model) || !sel.panic && !ep.Available() {
 			continue
@@ -237,9 +238,13 @@ func (s *Server) selectable(model string, excluded map[string]bool) selection {
 }
 
 // census counts the workers serving model and, of those, the available
-// ones (passing health checks, not ejected).
-func (s *Server) census(model string) (serving, available int) {
+// ones (passing health checks, not ejected), and the available workers
+// whose models are not fetched yet (which may serve it).
+func (s *Server) census(model string) (serving, available, unknown int) {
 	for _, ep := range s.pool.All() {
+		if ep.Available() && ep.Models() == nil {
+			unknown++
+		}
 		if ep.Serves(model) {
 			serving++
 			if ep.Available() {
@@ -247,7 +252,7 @@ func (s *Server) census(model string) (serving, available int) {
 			}
 		}
 	}
-	return serving, available
+	return serving, available, unknown
 }
 
 // panics reports whether too few of a model's workers are available, so

@@ -468,13 +468,16 @@ func (s *Server) ready(c *gin.Context) {
 		writeError(c, openai.Errorf(http.StatusServiceUnavailable, "shutting down"))
 		return
 	}
+	// A worker passes its health check a moment before its models are
+	// fetched; until some worker's are known, every request would be
+	// refused, so traffic is better sent to a replica that knows them.
 	for _, ep := range s.pool.All() {
-		if ep.Available() {
+		if ep.Available() && ep.Models() != nil {
 			c.Status(http.StatusOK)
 			return
 		}
 	}
-	writeError(c, openai.Errorf(http.StatusServiceUnavailable, "no healthy worker"))
+	writeError(c, openai.Errorf(http.StatusServiceUnavailable, "no healthy worker with known models"))
 }
 
 func (s *Server) models(c *gin.Context) {

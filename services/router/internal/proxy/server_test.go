@@ -273,3 +273,69 @@ func TestInvocationPathAliases(t *testing.T) {
 		}
 	}
 }
+
+// TestModelsNotYetKnown: a worker passes its health check a moment before
+// its model list is fetched. In that moment the router is not ready (a
+// readiness probe keeps traffic away), and a request it is sent anyway is
+// told to retry (503), never that its model does not exist (404).
+func TestModelsNotYetKnown(t *testing.T) {
+	p := pool.New()
+	const worker = "http://127.0.0.1:9" // never dialled: nothing is routed
+	p.Update([]discovery.Target{{URL: worker}})
+	ep := p.Get(worker)
+	ep.SetHealthy(true, time.Now())
+	s, err := strategy.New(strategy.Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(limiter.Config{})
+	srv := New(Config{}, Deps{Pool: p, Limiter: lim, Metrics: metrics.New(prometheus.NewRegistry(), p, lim.Stats), Routing: &Routing{Strategy: s}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Shutdown(time.Second) })
+	base := "http://" + ln.Addr().String()
+
+	status := func(method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK && !gjson.GetBytes(mustRead(t, resp.Body), "error.message").Exists() {
+			t.Errorf("%s %s: status %d without an OpenAI error body", method, path, resp.StatusCode)
+		}
+		return resp.StatusCode
+	}
+	const completion = `{"model":"m","prompt":"hello"}`
+	if got := status(http.MethodGet, "/ready", ""); got != http.StatusServiceUnavailable {
+		t.Errorf("/ready with no worker's models known: %d, want 503", got)
+	}
+	if got := status(http.MethodPost, "/v1/completions", completion); got != http.StatusServiceUnavailable {
+		t.Errorf("completion with no worker's models known: %d, want 503", got)
+	}
+	ep.SetModels([]string{"m"})
+	if got := status(http.MethodGet, "/ready", ""); got != http.StatusOK {
+		t.Errorf("/ready once the models are known: %d, want 200", got)
+	}
+	if got := status(http.MethodPost, "/v1/completions", `{"model":"other","prompt":"hello"}`); got != http.StatusNotFound {
+		t.Errorf("a model no worker serves, once the models are known: %d, want 404", got)
+	}
+}
+
+func mustRead(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
