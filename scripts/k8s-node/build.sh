@@ -96,8 +96,12 @@ fi
 # prometheus-adapter, the metrics adapter the e2e's HPA reads through: its
 # module cannot be go-installed by version (the proxy refuses its version
 # list, which go install reads for deprecations), so hack/ pins it as a tool.
-have prometheus-adapter "" --help ||
+# It stamps no version either: a file beside it says which.
+adapter_version="$(modver "$ROOT/hack/prometheus-adapter" sigs.k8s.io/prometheus-adapter)"
+if [[ ! -x $E2E_BIN/prometheus-adapter || "$(cat "$E2E_BIN/prometheus-adapter.version" 2>/dev/null)" != "$adapter_version" ]]; then
 	GOWORK=off build "$ROOT/hack/prometheus-adapter" sigs.k8s.io/prometheus-adapter/cmd/adapter prometheus-adapter "-s -w"
+	echo "$adapter_version" >"$E2E_BIN/prometheus-adapter.version"
+fi
 
 # FROM-scratch images for the node. docker build's own cache makes an
 # unchanged one instant.
