@@ -4,7 +4,8 @@
 # images `make images` built, run the suite, and tear the node down however
 # the run ends (pass, fail, interrupt). Needs root and Docker.
 #
-#   E2E_RUN='TestE2E/Traffic'   a -run pattern for go test
+#   E2E_TESTS='TestE2E/Traffic' a -run pattern for go test (not E2E_RUN: the
+#                               node's scripts name their run directory so)
 #   E2E_KEEP=1                  leave the node up afterwards (down.sh stops it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,4 @@ kubeconfig="$(scripts/k8s-node/up.sh)"
 scripts/k8s-node/load-images.sh
 WARMPATH_E2E_KUBECONFIG="$kubeconfig" WARMPATH_E2E_PROMETHEUS="$bin/prometheus" \
 	WARMPATH_E2E_PROMETHEUS_ADAPTER="$bin/prometheus-adapter" WARMPATH_REQUIRE_E2E=1 \
-	go test -count=1 -timeout "${E2E_TIMEOUT:-25m}" ${E2E_RUN:+-run "$E2E_RUN"} -v ./tests/e2e/
+	go test -count=1 -timeout "${E2E_TIMEOUT:-25m}" ${E2E_TESTS:+-run "$E2E_TESTS"} -v ./tests/e2e/
