@@ -163,10 +163,11 @@ ROUTING_L1_GB ?= 100
 ROUTING_L1_EVENTS := store-only none full
 
 .PHONY: bench-routing
-bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every strategy, each L1 event mode, 8 workers -> bench/results/routing_<trace>_<mode>.json
+bench-routing: ## des mode on the shipped Mooncake trace (or TRACE=path), every strategy, each L1 event mode, 8 workers -> bench/results/routing_<trace>_<mode>.json; then hit rate and TTFT for 1, 3 and 5 relaying router replicas per strategy -> bench/results/routing_replicas.json
 	for mode in $(ROUTING_L1_EVENTS); do \
 		$(GO) run ./tools/cmd/warmpath-bench des --workload trace --workers 8 --l1-gb $(ROUTING_L1_GB) --l1-events $$mode $(if $(TRACE),--trace $(TRACE)); \
 	done
+	$(GO) run ./tools/cmd/warmpath-bench replicas --workload trace --workers 8 --l1-gb $(ROUTING_L1_GB) --routers 1,3,5 $(if $(TRACE),--trace $(TRACE)) --out bench/results/routing_replicas.json
 
 # The generated workload shapes (docs/benchmarks.md, "Workloads") that show
 # the strategies are not tuned to the trace; des names each report after its

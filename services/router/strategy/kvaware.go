@@ -203,6 +203,13 @@ func NewKVAware(cfg KVAwareConfig, guard LoadGuardConfig, idx BlockIndex, fallba
 	return k
 }
 
+// SetReplicas passes the replica count to the PrefixAware fallback, which
+// routes requests without token ids and learns only from this replica's
+// decisions. kvaware's own placement needs no share: it reads the KV
+// index, which every replica builds from all workers' events, so each
+// sees the whole of every worker's cache whoever placed what in it.
+func (k *KVAware) SetReplicas(n int) { k.fallback.SetReplicas(n) }
+
 // SetClock replaces the clock predictions expire by; the benchmark's
 // discrete-event mode runs kvaware in virtual time. Call it before Pick.
 func (k *KVAware) SetClock(now func() time.Time) {

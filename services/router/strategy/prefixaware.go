@@ -86,12 +86,19 @@ func (c PrefixAwareConfig) validate() error {
 // CharsPerToken / ChunkSize, rounded up, at least 1 and at most
 // MaxChunksPerEndpoint. c must be defaulted.
 func (c PrefixAwareConfig) CapacityChunks(ep Endpoint) int {
+	return c.shareChunks(ep, 1)
+}
+
+// shareChunks is CapacityChunks for one of replicas routers that split
+// the prompt families between them: a 1/replicas share of the tokens. The
+// cap bounds the router's memory, so it applies after the share.
+func (c PrefixAwareConfig) shareChunks(ep Endpoint, replicas int) int {
 	tokens := float64(c.FallbackCapacityTokens)
 	if ep.NumGPUBlocks > 0 && ep.BlockSize > 0 {
 		tokens = float64(ep.NumGPUBlocks) * float64(ep.BlockSize)
 	}
 	tokens += float64(c.OffloadCapacityTokens)
-	n := math.Ceil(tokens * c.CharsPerToken / float64(c.ChunkSize))
+	n := math.Ceil(tokens / float64(max(replicas, 1)) * c.CharsPerToken / float64(c.ChunkSize))
 	return int(min(max(n, 1), float64(c.MaxChunksPerEndpoint)))
 }
 
@@ -114,6 +121,13 @@ func (c PrefixAwareConfig) CapacityChunks(ep Endpoint) int {
 // not know, so their KV caches differ, and the request kind is part of the
 // seed.
 //
+// With several router replicas relaying each prompt to its owner (package
+// peer), each replica routes only its own prompt families, while every
+// worker's cache holds all replicas' placements: a replica that modelled
+// the whole cache for its families alone would keep crediting prefixes
+// the other replicas' traffic has evicted. SetReplicas makes it model its
+// share instead.
+//
 // Memory is bounded: at most CapacityChunks entries per endpoint, whatever
 // the number of prompts or models (models only seed the hashes; they share
 // the endpoint's one LRU), and an endpoint's entries go when Forget is
@@ -125,9 +139,10 @@ type PrefixAware struct {
 	cfg   PrefixAwareConfig
 	guard LoadGuard
 
-	mu     sync.RWMutex           // guards caches (the map, not the caches)
-	caches map[string]*chunkCache // by Endpoint.ID
-	clock  atomic.Uint64          // orders records, for dropping the stalest table
+	mu       sync.RWMutex           // guards caches (the map, not the caches)
+	caches   map[string]*chunkCache // by Endpoint.ID
+	clock    atomic.Uint64          // orders records, for dropping the stalest table
+	replicas atomic.Int64           // router replicas sharing the workers (SetReplicas); 0 is 1
 }
 
 var (
@@ -144,6 +159,20 @@ func NewPrefixAware(cfg PrefixAwareConfig, guard LoadGuardConfig) *PrefixAware {
 
 // Name returns "prefixaware".
 func (*PrefixAware) Name() string { return NamePrefixAware }
+
+// SetReplicas tells p that it is one of n router replicas that split the
+// prompt families between them by relaying each request to its owner
+// (package peer), so it routes about 1/n of each worker's traffic while
+// the worker's cache holds all of it: p then models 1/n of each worker's
+// capacity, which is how much of the cache its own families keep under
+// the others' traffic. n < 1 is one replica (not peered). Replicas that
+// each route whatever reaches them, without relaying, must not call it:
+// each sees a random 1/n of all requests, so a prefix's reuses are thinned
+// as much as the traffic that would evict it, the whole capacity already
+// matches how long the worker keeps it, and a share would forget prefixes
+// the worker still holds. Tables take the new share at their next record.
+// Safe for concurrent use.
+func (p *PrefixAware) SetReplicas(n int) { p.replicas.Store(int64(max(n, 1))) }
 
 // Pick chooses the endpoint with the longest believed-cached prefix of the
 // request among those the LoadGuard allows, records the request's chunks
@@ -222,7 +251,7 @@ func (p *PrefixAware) observe(strategy string, req *Request, ep *Endpoint) Decis
 // record adds hs to ep's cache (created on first use, resized when its
 // capacity changed) and returns the decision with the match found before.
 func (p *PrefixAware) record(strategy string, c *chunkCache, ep *Endpoint, hs []uint64) Decision {
-	want := p.cfg.CapacityChunks(*ep)
+	want := p.cfg.shareChunks(*ep, int(p.replicas.Load()))
 	if c == nil {
 		p.mu.Lock()
 		if c = p.caches[ep.ID]; c == nil {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/warmpath/warmpath/services/router/kvindex"
 )
 
 // longText returns n bytes of text that differ for different seeds.
@@ -335,5 +337,138 @@ func TestPrefixAwareMaxEndpoints(t *testing.T) {
 	}
 	if _, ok := p.CacheKnowledge()["gone-0"]; ok {
 		t.Fatal("the stalest table was kept")
+	}
+}
+
+// TestPrefixAwareReplicaShare: one of n relaying replicas models its share
+// of each worker's cache, a ceil(1/n) of the tokens, capped after the
+// division; n < 1 is one replica, and a new share resizes a table at its
+// next record.
+func TestPrefixAwareReplicaShare(t *testing.T) {
+	// 3000 tokens × 4 bytes / 128 = 93.75 chunks.
+	cfg := PrefixAwareConfig{FallbackCapacityTokens: 3000}
+	tests := []struct {
+		name     string
+		replicas int
+		max      int
+		want     int
+	}{
+		{"alone", 1, 0, 94},
+		{"not peered", 0, 0, 94},
+		{"a third", 3, 0, 32}, // 1000 × 4 / 128 = 31.25
+		{"a fifth", 5, 0, 19}, // 600 × 4 / 128 = 18.75
+		{"capped after the share", 3, 20, 20},
+		{"at least one chunk", 1000, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.MaxChunksPerEndpoint = tt.max
+			p := NewPrefixAware(cfg, LoadGuardConfig{})
+			p.SetReplicas(tt.replicas)
+			if _, err := p.Pick(&Request{Model: "m", Prompt: longText(1, 1024)}, eps(0)); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.CacheKnowledge()["a"].CapacityChunks; got != tt.want {
+				t.Errorf("modelled capacity = %d chunks, want %d", got, tt.want)
+			}
+		})
+	}
+
+	p := NewPrefixAware(cfg, LoadGuardConfig{})
+	_, _ = p.Pick(&Request{Model: "m", Prompt: longText(1, 1024)}, eps(0))
+	p.SetReplicas(3)
+	_, _ = p.Pick(&Request{Model: "m", Prompt: longText(2, 1024)}, eps(0))
+	if got := p.CacheKnowledge()["a"].CapacityChunks; got != 32 {
+		t.Errorf("after the peer set grew to 3: capacity %d chunks, want 32", got)
+	}
+}
+
+// TestPrefixAwareReplicaCredits: three relaying replicas each route a third
+// of the prompt families to the same worker, whose one cache all of them
+// fill. The worker is modelled by a PrefixAware that sees every request,
+// as a lone router would. A replica that models the whole cache for its
+// own third keeps crediting a prompt that the other replicas' traffic has
+// since evicted; one that models its share forgets it when the worker does,
+// and still credits a prompt the worker holds.
+func TestPrefixAwareReplicaCredits(t *testing.T) {
+	const replicas = 3
+	// 96 chunks of 128 bytes, twelve 1 KiB prompts.
+	cfg := PrefixAwareConfig{FallbackCapacityTokens: 96 * 128 / 4}
+	tests := []struct {
+		name        string
+		share       int // the replicas the one under test takes itself to be among
+		rounds      int // after the prompt, rounds of one new prompt per replica
+		wantWorker  int // chunks of the prompt the worker still holds
+		wantCredits int // chunks the replica under test believes it holds
+	}{
+		{"whole capacity, still held", 1, 1, 8, 8},
+		{"share, still held", replicas, 1, 8, 8},
+		{"whole capacity, evicted by the others", 1, 4, 0, 8}, // the bug: credits what is gone
+		{"share, evicted by the others", replicas, 4, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			worker := NewPrefixAware(cfg, LoadGuardConfig{})
+			mine := NewPrefixAware(cfg, LoadGuardConfig{})
+			mine.SetReplicas(tt.share)
+			prompt := &Request{Model: "m", Prompt: longText(1000, 1024)}
+			pick := func(p *PrefixAware, req *Request) Decision {
+				t.Helper()
+				d, err := p.Pick(req, eps(0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			pick(mine, prompt)
+			pick(worker, prompt)
+			for i := range tt.rounds * replicas {
+				req := &Request{Model: "m", Prompt: longText(uint64(i), 1024)}
+				if i%replicas == 0 { // the families this replica owns
+					pick(mine, req)
+				}
+				pick(worker, req)
+			}
+			if got := pick(worker, prompt).MatchedChunks; got != tt.wantWorker {
+				t.Fatalf("worker holds %d chunks of the prompt, want %d", got, tt.wantWorker)
+			}
+			if got := pick(mine, prompt).MatchedChunks; got != tt.wantCredits {
+				t.Errorf("replica credits %d chunks of the prompt, want %d", got, tt.wantCredits)
+			}
+		})
+	}
+}
+
+// TestReplicaShareReachesFallbacks: session and kvaware pass the replica
+// count to the PrefixAware that routes their keyless or untokenized
+// requests; the rest of their placement needs no share.
+func TestReplicaShareReachesFallbacks(t *testing.T) {
+	cfg := Config{PrefixAware: PrefixAwareConfig{FallbackCapacityTokens: 3000}}
+	for _, name := range []string{NamePrefixAware, NameSession, NameKVAware} {
+		t.Run(name, func(t *testing.T) {
+			cfg := cfg
+			cfg.Name = name
+			s, err := New(cfg, WithIndex(kvindex.New(1<<10)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.(interface{ SetReplicas(int) }).SetReplicas(3)
+			if _, err := s.Pick(&Request{Model: "m", Prompt: longText(1, 1024)}, eps(0)); err != nil {
+				t.Fatal(err)
+			}
+			var p *PrefixAware
+			switch s := s.(type) {
+			case *PrefixAware:
+				p = s
+			case *Session:
+				p = s.fallback
+			case *KVAware:
+				p = s.fallback
+			}
+			if got := p.CacheKnowledge()["a"].CapacityChunks; got != 32 {
+				t.Errorf("fallback models %d chunks, want 32 (a third of 94)", got)
+			}
+		})
 	}
 }

@@ -115,6 +115,13 @@ func (s *Session) Pick(req *Request, eps []Endpoint) (Decision, error) {
 	return s.fallback.observe(NameSession, req, &eps[best]), nil
 }
 
+// SetReplicas passes the replica count to the PrefixAware fallback.
+// Session placement itself needs no share: it is stateless rendezvous
+// hashing, the same in every replica. But the fallback, which routes the
+// requests without a key, learns only from this replica's decisions, as
+// PrefixAware does, so relaying replicas must scale it alike.
+func (s *Session) SetReplicas(n int) { s.fallback.SetReplicas(n) }
+
 // Forget drops the fallback's knowledge of endpointID; session placement
 // itself keeps no per-endpoint state.
 func (s *Session) Forget(endpointID string) { s.fallback.Forget(endpointID) }

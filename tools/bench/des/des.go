@@ -348,12 +348,27 @@ func (s *sim) newReplica(f *fleet) (*replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rs, ok := r.strategy.(replicaSharer); ok && s.cfg.Forward && s.cfg.Routers > 1 {
+		// Relaying, a replica sees every request of its own families but
+		// only 1/Routers of what fills each worker's cache, so it models a
+		// 1/Routers share. Routing alone, it sees a random 1/Routers of
+		// all requests: the reuses of a prefix and the traffic that would
+		// evict it are thinned alike, so the whole capacity already
+		// matches how long the worker keeps it, and a share would forget
+		// prefixes the worker still holds.
+		rs.SetReplicas(s.cfg.Routers)
+	}
 	if k, ok := r.strategy.(*strategy.KVAware); ok {
 		// Predictions expire in virtual time.
 		k.SetClock(func() time.Time { return time.Unix(0, 0).Add(time.Duration(s.now * float64(time.Second))) })
 	}
 	return r, nil
 }
+
+// replicaSharer is a strategy whose model of the workers' caches is scaled
+// to its replica's share of the prompt families (strategy.PrefixAware and
+// those that fall back to it).
+type replicaSharer interface{ SetReplicas(n int) }
 
 type eventKind int
 

@@ -145,9 +145,18 @@ type App struct {
 	l2learn *l2learn.Learner // nil unless the L2 is learned from prefills
 	peers   *peers.Set       // nil without Options.Peers
 
-	mu      sync.Mutex // serialises reloads
+	mu      sync.Mutex // serialises reloads and peer updates
 	current config.File
+	// replicas is how many router replicas peer discovery last reported
+	// (0 before any, or without peers); guarded by mu, so that a strategy
+	// a reload builds gets the count a concurrent peer update set.
+	replicas int
 }
+
+// replicaSharer is a strategy whose model of the workers' caches is
+// scaled to this replica's share of the prompt families: prefixaware, and
+// session and kvaware for the requests their prefixaware fallback routes.
+type replicaSharer interface{ SetReplicas(n int) }
 
 // New builds a router. The prober's goroutines live until ctx ends.
 func New(ctx context.Context, o Options) (*App, error) {
@@ -305,7 +314,25 @@ func (a *App) build(f config.File, prev *proxy.Routing) (*proxy.Routing, error) 
 	if err != nil {
 		return nil, err
 	}
+	if rs, ok := s.(replicaSharer); ok {
+		rs.SetReplicas(a.replicas)
+	}
 	return &proxy.Routing{Strategy: s, SessionHeaders: f.Session.KeyHeaders(), Source: f}, nil
+}
+
+// setPeers takes the router replicas peer discovery reports: each
+// request's owner follows the new set, and the strategy models this
+// replica's share of each worker's cache, since relaying leaves it only
+// the prompt families it owns.
+func (a *App) setPeers(ts []discovery.Target) {
+	a.peers.Update(ts)
+	a.mu.Lock()
+	a.replicas = len(ts)
+	if rs, ok := a.server.Routing().Strategy.(replicaSharer); ok {
+		rs.SetReplicas(a.replicas)
+	}
+	a.mu.Unlock()
+	a.opts.Log.Info("router peers", "self", a.peers.Self(), "peers", len(ts))
 }
 
 // Reload rereads the configuration file; on error the running
@@ -405,10 +432,7 @@ func (a *App) Run(ctx context.Context, ln net.Listener, stop Stop) error {
 	}()
 	if a.peers != nil {
 		wg.Go(func() {
-			err := a.opts.Peers.Run(runCtx, func(ts []discovery.Target) {
-				a.peers.Update(ts)
-				a.opts.Log.Info("router peers", "self", a.peers.Self(), "peers", len(ts))
-			})
+			err := a.opts.Peers.Run(runCtx, a.setPeers)
 			if err != nil && runCtx.Err() == nil {
 				errc <- fmt.Errorf("peer discovery: %w", err)
 			}
