@@ -50,12 +50,14 @@ func testAutoscaling(ctx context.Context, t *testing.T, e *env) {
 	startMetricsAdapter(ctx, t, e)
 	deploy := endpoint + "-worker"
 
-	e.c.patchEndpoint(ctx, t, fmt.Sprintf(`{"spec":{"worker":{"args":["--max-num-seqs","%d"]},`+
+	// vllm-sim takes its flags from VLLM_SIM_<FLAG> too (the operator
+	// passes a simulated worker none of the user's vLLM args).
+	e.c.patchEndpoint(ctx, t, fmt.Sprintf(`{"spec":{"worker":{"environmentVariables":[{"name":"VLLM_SIM_MAX_NUM_SEQS","value":"%d"}]},`+
 		`"autoScalingSpec":{"minReplicaCount":1,"maxReplicaCount":%d,"scaleDownStabilizationTime":10,`+
 		`"targets":{"waitingRequestsPerWorker":1}}}}`, autoscaleMaxSeqs, autoscaleMax))
 	t.Cleanup(func() {
 		// Back to the chart's two fixed workers for the steps after.
-		e.c.patchEndpoint(context.WithoutCancel(ctx), t, `{"spec":{"worker":{"args":null},"autoScalingSpec":null,"replicas":2}}`)
+		e.c.patchEndpoint(context.WithoutCancel(ctx), t, `{"spec":{"worker":{"environmentVariables":null},"autoScalingSpec":null,"replicas":2}}`)
 		e.waitRoutersSee(context.WithoutCancel(ctx), t, e.workerURLs(context.WithoutCancel(ctx), t, 2), 3*time.Minute)
 	})
 	eventually(ctx, t, 2*time.Minute, "AutoscalingReady names the HPA", func() error {
@@ -77,7 +79,8 @@ func testAutoscaling(ctx context.Context, t *testing.T, e *env) {
 		}
 		return hpaHasMetric(h)
 	})
-	// The args change rolled the workers; the load starts on settled ones.
+	// The environment change rolled the workers; the load starts on
+	// settled ones.
 	e.waitRoutersSee(ctx, t, e.workerURLs(ctx, t, -1), 3*time.Minute)
 
 	l := startQueueLoad(ctx, e.router, autoscaleClients)

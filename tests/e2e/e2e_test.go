@@ -44,6 +44,8 @@ func TestE2E(t *testing.T) {
 	values := writeValues(t, map[string]any{
 		// No registry here: `helm test` runs the node's curl stand-in.
 		"tests": map[string]any{"image": "warmpath.local/curl:e2e"},
+		// The model-fetch init container's image, as make images built it.
+		"images": map[string]any{"modelFetch": map[string]any{"tag": "dev"}},
 	})
 	c.mustCLI(ctx, t, "helm", "install", release, filepath.Join(root, "charts", "warmpath"),
 		"--namespace", ns, "--create-namespace",
@@ -79,6 +81,7 @@ func TestE2E(t *testing.T) {
 		{"Dashboards", testDashboards},
 		{"Scheduling", testScheduling},
 		{"Autoscaling", testAutoscaling},
+		{"ModelFromS3", testModelFromS3},
 		{"HelmTestUpgradeUninstall", testHelmLifecycle},
 	}
 	for _, s := range steps {

@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -183,6 +186,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	if o.WorkerID == "" {
 		o.WorkerID = "0"
+	}
+	if filepath.IsAbs(o.Model) {
+		files, bytes, err := modelDir(o.Model)
+		if err != nil {
+			return nil, err
+		}
+		o.Log.Info("model directory", "path", o.Model, "files", files, "bytes", bytes)
 	}
 	switch o.PrefixCachingHashAlgo {
 	case "sha256", "sha256_cbor":
@@ -494,4 +504,30 @@ func (a *App) Serve(ctx context.Context, ln net.Listener, grace time.Duration) e
 		err = nil
 	}
 	return err
+}
+
+// modelDir checks a local model directory as vLLM does before loading
+// weights: an absolute --model is a path, and its config.json must be there
+// (vLLM falls back to the hub only for names, and fails on a path it cannot
+// read). It returns the files and bytes the directory holds, for the log
+// that shows a model fetch landed.
+func modelDir(dir string) (files int, bytes int64, err error) {
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		return 0, 0, fmt.Errorf("app: --model %s is a path, and vLLM could not load a model from it: %w", dir, err)
+	}
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files, bytes = files+1, bytes+info.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("app: --model %s: %w", dir, err)
+	}
+	return files, bytes, nil
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -574,6 +576,41 @@ func TestDebugGPUBlocks(t *testing.T) {
 				if !want[h] {
 					t.Errorf("/debug/kv/gpu names %#x, which the pool does not hold", h)
 				}
+			}
+		})
+	}
+}
+
+// TestModelDirectory: a --model that is an absolute path names a local
+// model directory, as vLLM reads it: the worker starts only when the
+// directory holds the model's config.json (vLLM fails to load the model
+// otherwise), so a model fetch into the pod's volume is checked for real.
+func TestModelDirectory(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "config.json"), []byte(`{"architectures":["LlamaForCausalLM"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, model string
+		wantErr     bool
+	}{
+		{"hub name", "meta-llama/Llama-3.1-8B-Instruct", false},
+		{"directory with config.json", full, false},
+		{"empty directory", t.TempDir(), true},
+		{"missing directory", filepath.Join(full, "absent"), true},
+		{"a file", filepath.Join(full, "config.json"), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Model = tt.model
+			o.ServedModelNames = []string{"m"}
+			_, err := New(context.Background(), o)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("New with --model %s: err %v, want error %v", tt.model, err, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), tt.model) {
+				t.Errorf("error %q does not name the path", err)
 			}
 		})
 	}

@@ -60,6 +60,14 @@ const (
 // cluster without editing its spec.
 const SimulateAnnotation = "inference.warmpath.io/simulate"
 
+// SimulateModelFetchAnnotation set to "true" on a simulated endpoint with an
+// s3 model source keeps the model-fetch init container a real worker gets,
+// and points vllm-sim at the fetched directory, which it checks as vLLM
+// would (its config.json must be there): the fetch runs in the pod for
+// real. Without it a simulated worker fetches nothing, so a GPU manifest
+// can be tried where its bucket cannot be reached.
+const SimulateModelFetchAnnotation = "inference.warmpath.io/simulate-model-fetch"
+
 // MaxNameLength bounds metadata.name so that every child name the operator
 // derives (the longest, <name>-workers, adds 8) is a DNS label of at most
 // 63 characters, as a Service name must be. The CRD's CEL rule on

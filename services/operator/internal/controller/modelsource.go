@@ -66,9 +66,9 @@ func modelVolume(iec *v1alpha1.InferenceEndpointConfig, o Options) modelSourcePo
 		scratch()
 	case v1alpha1.ModelSourceS3:
 		scratch()
-		// The simulator loads no weights: fetching them would only slow
-		// a GPU manifest tried on a CPU-only cluster.
-		if src.S3Storage != nil && !simulated(iec) {
+		// The simulator loads no weights: unless asked to, it fetches
+		// none, so a GPU manifest can be tried on a CPU-only cluster.
+		if fetchesModel(iec) {
 			p.InitContainers = append(p.InitContainers, modelFetch(iec, o))
 		}
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -170,6 +171,42 @@ func TestIgnoredFields(t *testing.T) {
 						t.Errorf("message %q does not name %s with its reason", c.Message, p)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestSimulatedModelFetch: a simulated worker with an s3 source fetches
+// its model only when the simulate-model-fetch annotation asks, and then
+// vllm-sim is given the fetched directory (which it checks as vLLM would)
+// in place of the model's name.
+func TestSimulatedModelFetch(t *testing.T) {
+	o := Options{ModelFetchImage: "fetch:test", SimulatorImage: "sim:test"}
+	src := v1alpha1.ModelSourceConfig{ModelSourceType: "s3", ModelLocation: "llama", S3Storage: &v1alpha1.S3Storage{BucketName: "models"}}
+	tests := []struct {
+		name      string
+		annotate  bool
+		wantFetch bool
+		wantModel string
+	}{
+		{"simulated: nothing fetched, the model by name", false, false, "m"},
+		{"simulated with simulate-model-fetch: fetched, the directory", true, true, "/opt/ml/model"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			iec := sourceEndpoint(src)
+			iec.Spec.Simulate = true
+			iec.Spec.ModelName = "m"
+			if tt.annotate {
+				iec.Annotations = map[string]string{v1alpha1.SimulateModelFetchAnnotation: "true"}
+			}
+			if got := len(modelVolume(iec, o).InitContainers) == 1; got != tt.wantFetch {
+				t.Errorf("model-fetch init container: %v, want %v", got, tt.wantFetch)
+			}
+			args := planWorker(iec, o).Args
+			i := slices.Index(args, "--model")
+			if i < 0 || i+1 >= len(args) || args[i+1] != tt.wantModel {
+				t.Errorf("vllm-sim args %q, want --model %s", args, tt.wantModel)
 			}
 		})
 	}

@@ -83,6 +83,17 @@ func simulated(iec *v1alpha1.InferenceEndpointConfig) bool {
 	return iec.Spec.Simulate || iec.Annotations[v1alpha1.SimulateAnnotation] == "true"
 }
 
+// fetchesModel reports whether the worker pod copies its model from S3
+// before the worker starts: a real worker with an s3 source always does,
+// a simulated one when SimulateModelFetchAnnotation asks for it.
+func fetchesModel(iec *v1alpha1.InferenceEndpointConfig) bool {
+	src := iec.Spec.ModelSourceConfig
+	if src.ModelSourceType != v1alpha1.ModelSourceS3 || src.S3Storage == nil {
+		return false
+	}
+	return !simulated(iec) || iec.Annotations[v1alpha1.SimulateModelFetchAnnotation] == "true"
+}
+
 func workerPort(iec *v1alpha1.InferenceEndpointConfig) (int32, string) {
 	p := iec.Spec.Worker.ModelInvocationPort
 	port, name := p.ContainerPort, p.Name
@@ -163,7 +174,11 @@ func planWorker(iec *v1alpha1.InferenceEndpointConfig, o Options) workerPlan {
 		// vllm-sim takes only the flags it emulates, not the user's vLLM
 		// tuning flags (tensor parallelism and the like).
 		p.Image = o.SimulatorImage
-		args = []string{"--model", iec.Spec.ModelName, "--worker-id", "$(POD_NAME)"}
+		model := iec.Spec.ModelName
+		if fetchesModel(iec) {
+			model = modelPath(iec) // vllm-sim checks the fetched directory as vLLM would
+		}
+		args = []string{"--model", model, "--worker-id", "$(POD_NAME)"}
 	} else {
 		p.Image = iec.Spec.Worker.Image
 		args = hubModelArgs(iec, slices.Clone(iec.Spec.Worker.Args))
