@@ -223,7 +223,9 @@ func startMetricsAdapter(ctx context.Context, t *testing.T, e *env) {
 		"--config="+filepath.Join(e.root, "services", "operator", "config", "prometheus-adapter", "rules.yaml"), "--v=2")
 
 	const name = "e2e-metrics-adapter"
-	svcs, eps := e.c.cs.CoreV1().Services(ns), e.c.cs.CoreV1().Endpoints(ns) //nolint:staticcheck // a selector-less Service's endpoints; the mirroring controller derives its EndpointSlice
+	// A selector-less Service's endpoints: the mirroring controller
+	// derives its EndpointSlice, which the aggregator routes to.
+	svcs, eps := e.c.cs.CoreV1().Services(ns), e.c.cs.CoreV1().Endpoints(ns)
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(ctx)
 		for _, v := range []string{"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"} {
@@ -239,9 +241,9 @@ func startMetricsAdapter(ctx context.Context, t *testing.T, e *env) {
 		metav1.CreateOptions{}); err != nil {
 		t.Fatalf("Service %s: %v", name, err)
 	}
-	if _, err := eps.Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name}, //nolint:staticcheck // see above
-		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: nodeIP}}, //nolint:staticcheck // see above
-			Ports: []corev1.EndpointPort{{Name: "https", Port: int32(port)}}}}}, metav1.CreateOptions{}); err != nil { //nolint:staticcheck // see above
+	if _, err := eps.Create(ctx, &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Name: name}, //nolint:staticcheck // v1 Endpoints, deprecated: see eps above
+		Subsets: []corev1.EndpointSubset{{Addresses: []corev1.EndpointAddress{{IP: nodeIP}}, //nolint:staticcheck // v1 Endpoints, deprecated: see eps above
+			Ports: []corev1.EndpointPort{{Name: "https", Port: int32(port)}}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("Endpoints %s: %v", name, err)
 	}
 	for _, gv := range []struct{ group, version string }{
