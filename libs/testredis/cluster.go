@@ -3,6 +3,7 @@ package testredis
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -37,7 +38,7 @@ type Cluster struct {
 type node struct {
 	port, busPort int
 	dir           string
-	cmd           *exec.Cmd // nil while stopped
+	p             *proc // nil while stopped
 }
 
 // StartCluster runs n redis-server masters in cluster mode (extra
@@ -57,9 +58,21 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 		}
 	})
 	for i := range n {
-		nd := &node{port: testnet.FreePort(t), busPort: testnet.FreePort(t), dir: filepath.Join(t.TempDir(), strconv.Itoa(i))}
+		nd := &node{dir: filepath.Join(t.TempDir(), strconv.Itoa(i))}
 		c.nodes = append(c.nodes, nd)
-		c.Start(i)
+		// A port taken between being chosen and bound: other ones.
+		for attempt := 1; ; attempt++ {
+			nd.port, nd.busPort = testnet.FreePort(t), testnet.FreePort(t)
+			err := c.start(i)
+			if errors.Is(err, errExited) && attempt < 3 {
+				t.Logf("testredis: node %d: %v; other ports", i, err)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("node %d: %v", i, err)
+			}
+			break
+		}
 	}
 	for i := range c.nodes {
 		// distinct epochs up front spare the nodes resolving a collision
@@ -112,32 +125,36 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// Start starts node i (again), on its port and in its directory, and
+// Start starts node i again, on its port and in its directory, and
 // waits until it accepts connections.
 func (c *Cluster) Start(i int) {
 	c.t.Helper()
+	if err := c.start(i); err != nil {
+		c.t.Fatalf("node %d: %v", i, err)
+	}
+}
+
+func (c *Cluster) start(i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nd := c.nodes[i]
-	if nd.cmd != nil {
-		c.t.Fatalf("node %d is running", i)
+	if nd.p != nil {
+		return fmt.Errorf("node %d is running", i)
 	}
-	// Not tied to the test's context: a node stopped by the test must stay
-	// stopped, and Cleanup kills what runs.
 	if err := os.MkdirAll(nd.dir, 0o755); err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	args := []string{"--port", strconv.Itoa(nd.port), "--bind", "127.0.0.1",
 		"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(nd.busPort),
 		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
 		"--appendonly", "yes", "--save", "", "--dir", nd.dir,
 		"--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"}
-	cmd := exec.CommandContext(c.t.Context(), c.bin, append(args, c.extra...)...)
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("node %d: %v", i, err)
+	p, err := launch(c.t, c.bin, append(args, c.extra...), c.Addr(i))
+	if err != nil {
+		return err
 	}
-	nd.cmd = cmd
-	waitDial(c.t, c.Addr(i))
+	nd.p = p
+	return nil
 }
 
 // Stop kills node i (SIGKILL, by its PID) and waits for it to exit; a
@@ -146,12 +163,11 @@ func (c *Cluster) Stop(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nd := c.nodes[i]
-	if nd.cmd == nil {
+	if nd.p == nil {
 		return
 	}
-	_ = nd.cmd.Process.Kill()
-	_ = nd.cmd.Wait()
-	nd.cmd = nil
+	nd.p.kill()
+	nd.p = nil
 }
 
 // WaitOK waits until node i reports cluster_state:ok.
@@ -202,22 +218,6 @@ func (c *Cluster) SlotOwner(from, slot int) int {
 	}
 	c.t.Fatalf("no node serves slot %d", slot)
 	return -1
-}
-
-func waitDial(t testing.TB, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := (&net.Dialer{Timeout: time.Second}).DialContext(t.Context(), "tcp", addr)
-		if err == nil {
-			_ = c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s not reachable: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func mustOK(t testing.TB, addr string, args ...string) {

@@ -4,6 +4,7 @@
 package testredis
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -20,19 +21,20 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatal("redis-server not on PATH: run `make tools` (Debian's redis-server package)")
 	}
-	// t.Context ends just before the test's cleanups run, which stops
-	// the server with the test.
-	port := testnet.FreePort(t)
-	cmd := exec.CommandContext(t.Context(), bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	// A port taken between being chosen and bound: another one.
+	for attempt := 1; ; attempt++ {
+		port := testnet.FreePort(t)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		p, err := launch(t, bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", t.TempDir(), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"}, addr)
+		if errors.Is(err, errExited) && attempt < 3 {
+			t.Logf("testredis: %v; another port", err)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.kill)
+		return "redis://" + addr + "/0"
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	waitDial(t, addr)
-	return "redis://" + addr + "/0"
 }
