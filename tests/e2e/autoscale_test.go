@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warmpath/warmpath/tests/harness"
 )
@@ -200,15 +198,7 @@ func startMetricsAdapter(ctx context.Context, t *testing.T, e *env) {
 	if bin == "" {
 		t.Fatal("WARMPATH_E2E_PROMETHEUS_ADAPTER is unset: scripts/k8s-node/build.sh builds it (make test-e2e)")
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.c.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeIP := api.Hostname() // the API server listens on the node's address
+	nodeIP := e.c.nodeIP
 	ln, err := net.Listen("tcp", net.JoinHostPort(nodeIP, "0"))
 	if err != nil {
 		t.Fatalf("a port on the node's address: %v", err)

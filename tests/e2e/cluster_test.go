@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,8 +28,12 @@ var iecGVR = schema.GroupVersionResource{Group: "inference.warmpath.io", Version
 // with the helm and kubectl commands for what a user types.
 type cluster struct {
 	kubeconfig string
-	cs         kubernetes.Interface
-	dyn        dynamic.Interface
+	// nodeIP is the node's address, where the API server listens: a
+	// server the suite runs on it is reachable from pods and from the
+	// API server alike.
+	nodeIP string
+	cs     kubernetes.Interface
+	dyn    dynamic.Interface
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -41,6 +46,10 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("kubeconfig %s: %v", kc, err)
 	}
+	api, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatalf("kubeconfig %s: server %q: %v", kc, cfg.Host, err)
+	}
 	cfg.QPS, cfg.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -50,7 +59,7 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{kubeconfig: kc, cs: cs, dyn: dyn}
+	return &cluster{kubeconfig: kc, nodeIP: api.Hostname(), cs: cs, dyn: dyn}
 }
 
 // repoRoot is the repository's root directory.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The model the S3 step serves: a config.json (what vllm-sim, like vLLM,
@@ -59,15 +57,7 @@ func testModelFromS3(ctx context.Context, t *testing.T, e *env) {
 			t.Fatalf("put %s: %v", key, err)
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", e.c.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(api.Hostname(), "0")) // the node's address: pods route to it
+	ln, err := net.Listen("tcp", net.JoinHostPort(e.c.nodeIP, "0")) // pods route to the node's address
 	if err != nil {
 		t.Fatal(err)
 	}
