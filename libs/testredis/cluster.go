@@ -3,7 +3,6 @@ package testredis
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -60,19 +59,10 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	for i := range n {
 		nd := &node{dir: filepath.Join(t.TempDir(), strconv.Itoa(i))}
 		c.nodes = append(c.nodes, nd)
-		// A port taken between being chosen and bound: other ones.
-		for attempt := 1; ; attempt++ {
+		onFreePorts(t, fmt.Sprintf("node %d", i), func() error {
 			nd.port, nd.busPort = testnet.FreePort(t), testnet.FreePort(t)
-			err := c.start(i)
-			if errors.Is(err, errExited) && attempt < 3 {
-				t.Logf("testredis: node %d: %v; other ports", i, err)
-				continue
-			}
-			if err != nil {
-				t.Fatalf("node %d: %v", i, err)
-			}
-			break
-		}
+			return c.start(i)
+		})
 	}
 	for i := range c.nodes {
 		// distinct epochs up front spare the nodes resolving a collision

@@ -69,6 +69,25 @@ func launch(t testing.TB, bin string, args []string, addr string) (*proc, error)
 	}
 }
 
+// onFreePorts runs try, which starts a server on ports it chooses free,
+// until it succeeds: a server that exited because another process took
+// its ports before it bound them gets fresh ones, up to three tries. Any
+// other failure, or a third exit, fails the test, naming what.
+func onFreePorts(t testing.TB, what string, try func() error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := try()
+		if errors.Is(err, errExited) && attempt < 3 {
+			t.Logf("testredis: %s: %v; other ports", what, err)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return
+	}
+}
+
 // lastLines are the last n lines of s, joined by " | ".
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")

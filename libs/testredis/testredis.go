@@ -4,7 +4,6 @@
 package testredis
 
 import (
-	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -21,20 +20,15 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatal("redis-server not on PATH: run `make tools` (Debian's redis-server package)")
 	}
-	// A port taken between being chosen and bound: another one.
-	for attempt := 1; ; attempt++ {
+	var addr string
+	var p *proc
+	onFreePorts(t, "redis-server", func() (err error) {
 		port := testnet.FreePort(t)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		p, err := launch(t, bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		addr = fmt.Sprintf("127.0.0.1:%d", port)
+		p, err = launch(t, bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", t.TempDir(), "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru"}, addr)
-		if errors.Is(err, errExited) && attempt < 3 {
-			t.Logf("testredis: %v; another port", err)
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.kill)
-		return "redis://" + addr + "/0"
-	}
+		return err
+	})
+	t.Cleanup(p.kill)
+	return "redis://" + addr + "/0"
 }
