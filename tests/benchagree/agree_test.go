@@ -25,12 +25,18 @@ const (
 	model     = "meta-llama/Llama-3.1-8B-Instruct"
 	workers   = 4
 	gpuBlocks = 1024
-	timeScale = 3
+	// timeScale is 1 because the live run shares the machine with the rest
+	// of the suite: a run sped up by 3 on busy cores kept requests in flight
+	// longer than modelled, the load guard sent them off their prefix's
+	// holder, and prefixaware's live hit rate fell to 0.69-0.73 (des 0.81)
+	// with three CPU burners beside it; in real time it read 0.77.
+	timeScale = 1
 	// tolerance is how far apart the two modes' hit rates may be: the live
 	// run adds real timing (event delivery, arrival jitter, the router's own
 	// latency, magnified by the time scale) the simulation does not have.
-	// Seen at time scale 3: 0-2 points for roundrobin, 2-4 for the
-	// cache-aware strategies (live lower); at time scale 10, up to 10.
+	// Seen at time scale 1 beside three CPU burners: 0 points for
+	// roundrobin, 2-4 for the cache-aware strategies (live lower); at time
+	// scale 3 under the same load, up to 12; at time scale 10, up to 10.
 	tolerance = 0.10
 )
 
