@@ -16,8 +16,13 @@ type RouterEndpoint struct {
 	Healthy      bool       `json:"healthy"`
 	EjectedUntil *time.Time `json:"ejectedUntil"`
 	InFlight     int        `json:"inFlight"`
-	Models       []string   `json:"models"`
-	NumGPUBlocks int        `json:"numGpuBlocks"`
+	// PeerInFlight is the other router replicas' requests at the worker,
+	// as they last reported them (--peers); External is the load beside
+	// the router's own that its strategy counts.
+	PeerInFlight int      `json:"peerInFlight"`
+	External     int      `json:"external"`
+	Models       []string `json:"models"`
+	NumGPUBlocks int      `json:"numGpuBlocks"`
 	// KV is the kvaware index's blocks of the worker and its KV-event
 	// stream, when the router subscribes to its events (zero otherwise).
 	KV struct {

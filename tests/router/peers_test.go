@@ -2,12 +2,15 @@ package router
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/warmpath/warmpath/libs/testnet"
 )
@@ -147,5 +150,118 @@ func TestReplicaOwnerDown(t *testing.T) {
 	own := scrape(t, r.url+"/metrics", `warmpath_router_peer_relays_total{result="own"}`)
 	if failed == 0 || failed+own != float64(len(prompts)) {
 		t.Errorf("relays: failed %v, own %v; want some failed and one look per request (%d)", failed, own, len(prompts))
+	}
+}
+
+// TestReplicasSeeEachOthersLoad: a relaying replica reads the others'
+// requests in flight at each worker every --peer-load-interval, so its
+// load guard sees them within that interval rather than at the next
+// scrape of the worker, and forgets them once they end.
+func TestReplicasSeeEachOthersLoad(t *testing.T) {
+	// Real time, so that requests stay in flight for seconds.
+	w := startWorker(t, "--time-scale", "1")
+	// roundrobin relays nothing: what router a sees at the worker can
+	// only have come from b's report.
+	rs := startReplicas(t, 2, true, []*worker{w}, "--strategy", "roundrobin",
+		"--scrape-interval", "1h", "--peer-load-interval", "50ms")
+	a, b := rs[0], rs[1]
+
+	const n = 4
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			body, _ := json.Marshal(map[string]any{"model": simModel, "prompt": fmt.Sprintf("long answer %d", i), "max_tokens": 300, "ignore_eos": true})
+			if resp, out := post(t, b.url+"/v1/completions", string(body)); resp.StatusCode != http.StatusOK {
+				t.Errorf("status %d: %s", resp.StatusCode, out)
+			}
+		})
+	}
+	waitFor(t, 10*time.Second, "router a to see b's requests at the worker", func() error {
+		ep := a.endpoint(t, w.url)
+		if ep.PeerInFlight != n || ep.External < n || ep.InFlight != 0 {
+			resp, err := http.Get(b.url + "/peers/load")
+			var rep []byte
+			if err == nil {
+				rep, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			return fmt.Errorf("a's view: in flight %d, peers' %d, external %d; want 0, %d, >= %d (b reports %s %v; a's polls ok %v failed %v)", ep.InFlight, ep.PeerInFlight, ep.External, n, n,
+				rep, err, scrape(t, a.url+"/metrics", `warmpath_router_peer_load_polls_total{result="ok"}`), scrape(t, a.url+"/metrics", `warmpath_router_peer_load_polls_total{result="failed"}`))
+		}
+		return nil
+	})
+	// Polls failed only while b was starting, after a.
+	failedBefore := scrape(t, a.url+"/metrics", `warmpath_router_peer_load_polls_total{result="failed"}`)
+	wg.Wait()
+	waitFor(t, 5*time.Second, "router a to see b's requests end", func() error {
+		if ep := a.endpoint(t, w.url); ep.PeerInFlight != 0 {
+			return fmt.Errorf("a still counts %d of b's requests", ep.PeerInFlight)
+		}
+		return nil
+	})
+	if ok := scrape(t, a.url+"/metrics", `warmpath_router_peer_load_polls_total{result="ok"}`); ok == 0 {
+		t.Errorf("router a: no peer load poll succeeded")
+	}
+	if failed := scrape(t, a.url+"/metrics", `warmpath_router_peer_load_polls_total{result="failed"}`); failed != failedBefore {
+		t.Errorf("router a: %v peer load polls failed while both ran", failed-failedBefore)
+	}
+	// Only replicas may read a replica's report.
+	resp, err := http.Get(a.url + "/peers/load")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), `"inFlight"`) {
+		t.Errorf("GET /peers/load from 127.0.0.1, a peer's address here: status %d: %s", resp.StatusCode, out)
+	}
+}
+
+// waitFor polls check until it returns nil, failing the test with its
+// last error after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRelayedAnswersComplete: a request relayed to the replica owning its
+// prompt gets the owner's whole answer, streamed or not, however long.
+// (The relaying replica panicked closing a relayed answer it streamed
+// through, cutting it off: its client read an unexpected EOF.)
+func TestRelayedAnswersComplete(t *testing.T) {
+	w := startWorker(t)
+	rs := startReplicas(t, 2, true, []*worker{w}, "--strategy", "prefixaware")
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			stream := i%2 == 0
+			body, _ := json.Marshal(map[string]any{"model": simModel, "prompt": fmt.Sprintf("document %d: %s", i, strings.Repeat("words ", 50)),
+				"max_tokens": 400, "ignore_eos": true, "stream": stream})
+			resp, out := post(t, rs[1].url+"/v1/completions", string(body))
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("request %d: status %d: %s", i, resp.StatusCode, out)
+				return
+			}
+			if stream && !strings.HasSuffix(strings.TrimSpace(string(out)), "data: [DONE]") {
+				t.Errorf("request %d: stream of %d bytes does not end with [DONE]: ...%s", i, len(out), out[max(0, len(out)-200):])
+			}
+			if !stream && !json.Valid(out) {
+				t.Errorf("request %d: answer of %d bytes is not whole JSON: ...%s", i, len(out), out[max(0, len(out)-200):])
+			}
+		})
+	}
+	wg.Wait()
+	if n := scrape(t, rs[1].url+"/metrics", `warmpath_router_peer_relays_total{result="forwarded"}`); n == 0 {
+		t.Error("no request was relayed: the test no longer checks relayed answers")
 	}
 }

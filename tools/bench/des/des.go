@@ -86,6 +86,11 @@ type Config struct {
 	// peer), as the router's --peers does; else the replica it reached
 	// decides.
 	Forward bool
+	// PeerLoadSeconds, with Forward, is how often each replica reads the
+	// others' in-flight counts per worker, as the router's
+	// --peer-load-interval does (0.1 s when zero; negative: never, so
+	// only the scrape shows the others' load).
+	PeerLoadSeconds float64
 }
 
 // Record is one request as simulated.
@@ -132,7 +137,12 @@ type replica struct {
 	byID     map[string]int    // worker ID -> index
 	inFlight []int             // per worker: requests this router sent that have not finished
 	pending  []int             // per worker: this router's PendingPrefill
-	external []int             // per worker: the load others sent, as of the last scrape
+	external []int             // per worker: the load others sent, as this router last learnt it
+	// peers is, per worker, the other replicas' in-flight count as of the
+	// last poll; unexplained is what the last scrape found beyond this
+	// router's and the peers' requests then (always 0 here, where only
+	// routers send; kept so the sum is the router's).
+	peers, unexplained []int
 }
 
 // Prefilled implements strategy.PrefillObserver: the prefills of kvaware's
@@ -158,6 +168,10 @@ type sim struct {
 	now      float64
 	queue    events
 	seq      int
+	// periodic counts the scrape and peerPoll events queued: they come
+	// again only while other events are queued, else each would keep the
+	// other going forever.
+	periodic int
 	recs     []Record
 	waiters  [][]int    // requests waiting for each request to finish
 	prefill  []int      // each request's Decision.PrefillTokens, until its first token
@@ -307,6 +321,9 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 	}
 	if len(s.routers) > 1 {
 		s.push(event{at: 0, kind: scrape})
+		if s.peerLoadSeconds() > 0 {
+			s.push(event{at: 0, kind: peerPoll})
+		}
 	}
 	for i, r := range reqs {
 		switch {
@@ -324,7 +341,8 @@ func newSim(cfg Config, reqs []workload.Request) (*sim, error) {
 // newReplica builds a router with its own index, fed by every worker.
 func (s *sim) newReplica(f *fleet) (*replica, error) {
 	n := len(s.workers)
-	r := &replica{inFlight: make([]int, n), pending: make([]int, n), external: make([]int, n), byID: map[string]int{}}
+	r := &replica{inFlight: make([]int, n), pending: make([]int, n), external: make([]int, n),
+		peers: make([]int, n), unexplained: make([]int, n), byID: map[string]int{}}
 	idx := kvindex.New(1 << 24)
 	preds := strategy.NewPredictions()
 	sink := strategy.ConfirmingSink{Sink: idx, Confirmer: preds}
@@ -375,7 +393,8 @@ type eventKind int
 const (
 	arrive eventKind = iota
 	step
-	scrape // the routers read the workers' load
+	scrape   // the routers read the workers' load
+	peerPoll // the routers read each other's in-flight counts
 )
 
 type event struct {
@@ -407,12 +426,18 @@ func (e *events) Pop() any {
 func (s *sim) push(ev event) {
 	ev.seq = s.seq
 	s.seq++
+	if ev.kind == scrape || ev.kind == peerPoll {
+		s.periodic++
+	}
 	heap.Push(&s.queue, ev)
 }
 
 func (s *sim) run() (*Result, error) {
 	for s.queue.Len() > 0 {
 		ev := heap.Pop(&s.queue).(event)
+		if ev.kind == scrape || ev.kind == peerPoll {
+			s.periodic--
+		}
 		s.now = ev.at
 		switch ev.kind {
 		case arrive:
@@ -423,6 +448,8 @@ func (s *sim) run() (*Result, error) {
 			s.step(ev.worker)
 		case scrape:
 			s.scrape()
+		case peerPoll:
+			s.peerPoll()
 		}
 	}
 	for i, r := range s.recs {
@@ -433,17 +460,47 @@ func (s *sim) run() (*Result, error) {
 	return &Result{Records: s.recs, Steps: s.steps}, nil
 }
 
-// scrape gives each router the load at each worker that the others sent
-// (running + waiting minus its own), as the router's External, and comes
-// again while anything else is to happen.
+// scrape gives each router the load at each worker that neither it nor
+// its peers (as of their last report) account for, and comes again while
+// anything else is to happen. Without peer polling that is all the others
+// sent, known only this often, as the router's pool.Endpoint.External.
 func (s *sim) scrape() {
 	for _, r := range s.routers {
 		for j, w := range s.workers {
-			r.external[j] = max(0, w.eng.NumRunning()+w.eng.NumWaiting()-r.inFlight[j])
+			r.unexplained[j] = max(0, w.eng.NumRunning()+w.eng.NumWaiting()-r.inFlight[j]-r.peers[j])
+			r.external[j] = r.peers[j] + r.unexplained[j]
 		}
 	}
-	if s.queue.Len() > 0 {
+	if s.queue.Len() > s.periodic {
 		s.push(event{at: s.now + cmp.Or(s.cfg.ScrapeSeconds, 1), kind: scrape})
+	}
+}
+
+// peerLoadSeconds is the peer poll interval; <= 0 for none.
+func (s *sim) peerLoadSeconds() float64 {
+	if !s.cfg.Forward || s.cfg.PeerLoadSeconds < 0 {
+		return 0
+	}
+	return cmp.Or(s.cfg.PeerLoadSeconds, 0.1)
+}
+
+// peerPoll gives each router the others' in-flight counts per worker, as
+// package peerload's poller does (without its network delay), and comes
+// again while anything else is to happen.
+func (s *sim) peerPoll() {
+	for i, r := range s.routers {
+		for j := range s.workers {
+			r.peers[j] = 0
+			for k, o := range s.routers {
+				if k != i {
+					r.peers[j] += o.inFlight[j]
+				}
+			}
+			r.external[j] = r.peers[j] + r.unexplained[j]
+		}
+	}
+	if s.queue.Len() > s.periodic {
+		s.push(event{at: s.now + s.peerLoadSeconds(), kind: peerPoll})
 	}
 }
 

@@ -32,6 +32,7 @@ func runReplicas(args []string) error {
 	strategies := fs.String("strategies", strings.Join(strategy.Names, ","), "strategies to compare")
 	routers := fs.String("routers", "1,3,5", "router replica counts to compare (the first is the baseline)")
 	scrape := fs.Float64("scrape-seconds", 1, "how often each replica reads the workers' load (the router's --scrape-interval)")
+	peerLoad := fs.Float64("peer-load-seconds", 0.1, "how often each relaying replica reads the others' in-flight counts (the router's --peer-load-interval; negative: never)")
 	forward := fs.Bool("forward", true, "each replica forwards a request to the replica owning its head (the router's --peers); false: the replica a request reaches decides")
 	out := fs.String("out", "", "JSON report path (default: bench/results/replicas_<workload>.json)")
 	var wf workloadFlags
@@ -57,7 +58,7 @@ func runReplicas(args []string) error {
 	}
 	name := wf.reportName()
 	cfg := des.Config{Workers: *workers, L1Bytes: int64(*l1GB * 1e9), L1Events: mode, Model: "meta-llama/Llama-3.1-8B-Instruct",
-		ScrapeSeconds: *scrape, Seed: 1, Forward: *forward}
+		ScrapeSeconds: *scrape, PeerLoadSeconds: *peerLoad, Seed: 1, Forward: *forward}
 	base := strategy.Defaults()
 	if base.PrefixAware.OffloadCapacityTokens, err = des.L1CapacityTokens(cfg); err != nil {
 		return err

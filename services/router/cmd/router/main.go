@@ -141,6 +141,7 @@ func run() error {
 	fs.StringVar(&pf.list, "peers", "", "the router replicas of this endpoint, comma-separated base URLs (this one included, as --peer-self): each cache-aware request is routed by the replica that owns its prompt's head, the others relaying it there, so replicas agree on where a prefix is cached")
 	fs.StringVar(&pf.dnsName, "peers-dns-name", "", "find the router replicas from this DNS name (a headless Service over the router pods, re-resolved every --dns-interval) instead of --peers")
 	fs.IntVar(&pf.dnsPort, "peers-dns-port", 8080, "with --peers-dns-name: the replicas' port")
+	peerLoad := fs.Duration("peer-load-interval", 100*time.Millisecond, "with --peers or --peers-dns-name: how often this replica reads the others' in-flight requests per worker (GET /peers/load), so each sees the whole fleet's load between scrapes; negative: never (the scrape alone)")
 	fs.StringVar(&pf.self, "peer-self", "", "this replica's base URL as the peers' list names it (in Kubernetes http://$(POD_IP):8080); required with --peers or --peers-dns-name")
 
 	var lc limiter.Config
@@ -246,7 +247,7 @@ func run() error {
 		}
 	}
 	a, err := app.New(ctx, app.Options{
-		Discovery: src, Peers: peerSrc, PeerSelf: self, TLS: serverTLS, ConfigPath: *configPath, Routing: routing, Limits: lc,
+		Discovery: src, Peers: peerSrc, PeerSelf: self, PeerLoadInterval: *peerLoad, TLS: serverTLS, ConfigPath: *configPath, Routing: routing, Limits: lc,
 		Proxy: pc, Probe: prc, Tracer: tp.Tracer("warmpath-router"), Log: log,
 		KVEvents: kv, KVIndexMaxKeys: *kvMaxKeys, KVWorkerMaxBlocks: *kvWorkerMax, KVIndexRedis: *kvRedis, KVRedis: rc, Tokenizer: tc, L2: l2, L2Discovery: l2Discovery, L2EventsPort: *l2DNSEventsPort, L2Learn: l2learnCfg,
 	})

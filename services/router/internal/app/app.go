@@ -33,6 +33,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/l2view"
 	"github.com/warmpath/warmpath/services/router/internal/limiter"
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
+	"github.com/warmpath/warmpath/services/router/internal/peerload"
 	"github.com/warmpath/warmpath/services/router/internal/peers"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/internal/probe"
@@ -52,6 +53,11 @@ type Options struct {
 	// prompt (package peer), the others relaying it there.
 	Peers    discovery.Source
 	PeerSelf string
+	// PeerLoadInterval, with Peers, is how often this replica reads the
+	// others' in-flight requests per worker (package peerload): 100 ms
+	// when zero; negative: never, and the others' load is known only
+	// from the workers' scraped metrics.
+	PeerLoadInterval time.Duration
 	// TLS, when set, serves clients over TLS only (libs/tlsconf: the
 	// certificate reloaded as its files change).
 	TLS *tls.Config
@@ -144,6 +150,9 @@ type App struct {
 	l2      *l2view.View     // nil without L2 endpoints
 	l2learn *l2learn.Learner // nil unless the L2 is learned from prefills
 	peers   *peers.Set       // nil without Options.Peers
+	// peerLoad shares in-flight counts with the peers; nil without peers
+	// or with a negative PeerLoadInterval.
+	peerLoad *peerload.Sharer
 
 	mu      sync.Mutex // serialises reloads and peer updates
 	current config.File
@@ -152,6 +161,11 @@ type App struct {
 	// a reload builds gets the count a concurrent peer update set.
 	replicas int
 }
+
+// labelCounter counts by a CounterVec's one label.
+type labelCounter struct{ v *prometheus.CounterVec }
+
+func (c labelCounter) Inc(label string) { c.v.WithLabelValues(label).Inc() }
 
 // replicaSharer is a strategy whose model of the workers' caches is
 // scaled to this replica's share of the prompt families: prefixaware, and
@@ -250,6 +264,12 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.server.Handle(http.MethodGet, "/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
 	a.server.Handle(http.MethodGet, "/debug/kv/held", http.HandlerFunc(a.debugHeld))
+	if a.peers != nil && o.PeerLoadInterval >= 0 {
+		a.peerLoad = peerload.New(peerload.Config{
+			Interval: o.PeerLoadInterval, Polls: labelCounter{a.metrics.PeerLoadPolls}, Log: o.Log.With("component", "peerload"),
+		}, a.pool, a.peers)
+		a.server.Handle(http.MethodGet, peerload.Path, a.peerLoad)
+	}
 
 	// Health transitions are logged by the prober and exported from the
 	// pool at scrape time; the app observes restarts.
@@ -437,6 +457,9 @@ func (a *App) Run(ctx context.Context, ln net.Listener, stop Stop) error {
 				errc <- fmt.Errorf("peer discovery: %w", err)
 			}
 		})
+	}
+	if a.peerLoad != nil {
+		wg.Go(func() { a.peerLoad.Run(runCtx) })
 	}
 	if a.opts.ConfigPath != "" {
 		wg.Add(1)

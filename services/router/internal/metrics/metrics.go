@@ -28,6 +28,7 @@ type Metrics struct {
 	RoutingFallbacks *prometheus.CounterVec // strategy, reason
 	Retries          *prometheus.CounterVec // reason
 	PeerRelays       *prometheus.CounterVec // result
+	PeerLoadPolls    *prometheus.CounterVec // result
 	Rejections       *prometheus.CounterVec // reason
 	Ejections        *prometheus.CounterVec // worker
 	Restarts         *prometheus.CounterVec // reason
@@ -128,6 +129,10 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 			Name: "warmpath_router_peer_relays_total",
 			Help: "With --peers: cache-aware requests this replica received, by who routed them (own: this replica owns the prompt; forwarded: relayed to the replica that owns it; failed: the owner was unreachable, routed here).",
 		}, []string{"result"}),
+		PeerLoadPolls: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmpath_router_peer_load_polls_total",
+			Help: "With --peers: reads of another replica's in-flight requests per worker (--peer-load-interval), by result (ok, failed). A replica that fails them stops counting towards the workers' load once its report is stale.",
+		}, []string{"result"}),
 		Rejections: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpath_router_rejections_total",
 			Help: "Requests the router answered itself, by reason (overflow, queue_timeout, no_worker, unknown_model, body_too_large, bad_request, unauthorized).",
@@ -173,6 +178,9 @@ func New(reg prometheus.Registerer, p *pool.Pool, queue func() (active, queued i
 	}
 	for _, r := range []string{RelayOwn, RelayForwarded, RelayFailed} {
 		m.PeerRelays.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "failed"} {
+		m.PeerLoadPolls.WithLabelValues(r)
 	}
 	for _, r := range []string{"health_returned", "process_start_changed"} {
 		m.Restarts.WithLabelValues(r)

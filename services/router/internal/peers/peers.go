@@ -67,6 +67,19 @@ func (s *Set) Owner(key uint64) (string, bool) {
 	return s.ids[i], false
 }
 
+// Others returns the base URLs of the other replicas in the set.
+func (s *Set) Others() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]string, 0, len(s.ids))
+	for _, id := range s.ids {
+		if id != s.self {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // IsPeer says whether ip is the address of a replica in the set.
 func (s *Set) IsPeer(ip net.IP) bool {
 	s.mu.RLock()

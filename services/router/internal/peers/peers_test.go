@@ -2,6 +2,7 @@ package peers
 
 import (
 	"net"
+	"slices"
 	"testing"
 
 	"github.com/warmpath/warmpath/services/router/internal/discovery"
@@ -21,6 +22,9 @@ func TestSet(t *testing.T) {
 			t.Fatalf("Owner = %s, %v: self flag disagrees with the URL", url, mine)
 		}
 		owners[url]++
+	}
+	if got := s.Others(); !slices.Equal(got, []string{"http://10.0.0.2:8080", "http://10.0.0.3:8080"}) {
+		t.Errorf("Others = %v, want the two replicas besides self", got)
 	}
 	if len(owners) != 3 {
 		t.Errorf("keys owned by %d replicas, want all 3: %v", len(owners), owners)

@@ -21,7 +21,12 @@ type Stats struct {
 	// InFlightAtScrape is the router's in-flight count at this worker when
 	// the scrape answered, so the external share of Running+Waiting can be
 	// told apart from the router's own requests.
-	InFlightAtScrape        int
+	InFlightAtScrape int
+	// PeerInFlightAtScrape is what the other router replicas last reported
+	// in flight at this worker (package peerload) when the scrape
+	// answered: their share of Running+Waiting, which they report more
+	// often than workers are scraped.
+	PeerInFlightAtScrape    int
 	KVCacheUsage            float64
 	BlockSize, NumGPUBlocks int
 	// ProcessStart is the worker's process_start_time_seconds (0 when it
@@ -89,7 +94,9 @@ type Endpoint struct {
 	// unhealthy until its first check passes.
 	healthy atomic.Bool
 	stats   atomic.Pointer[Stats]
-	models  atomic.Pointer[[]string]
+	// peerInflight is the other router replicas' requests in flight here.
+	peerInflight atomic.Int64
+	models       atomic.Pointer[[]string]
 
 	modelsMu sync.Mutex // guards modelsSet
 	// modelsSet is closed, and dropped, by the next SetModels: those
@@ -236,11 +243,29 @@ func (e *Endpoint) TotalEjections() uint64 {
 	return e.totalEjected
 }
 
-// External returns the load at the worker the router did not send, as of
-// the last scrape.
-func (s Stats) External() int {
-	return max(0, s.Running+s.Waiting-s.InFlightAtScrape)
+// Unexplained returns the load at the worker, as of the last scrape, that
+// neither this router nor its peers (as they then reported) had sent:
+// other clients, requests in transit. Only a scrape sees it.
+func (s Stats) Unexplained() int {
+	return max(0, s.Running+s.Waiting-s.InFlightAtScrape-s.PeerInFlightAtScrape)
 }
+
+// External returns the load at the worker that this router did not send:
+// the other replicas' requests as they last reported them (a poll
+// interval old, package peerload), plus what the last scrape found beyond
+// all the replicas' requests. Without peers that is the scrape's view
+// alone, as stale as the scrape interval.
+func (e *Endpoint) External() int {
+	return e.PeerInFlight() + e.Stats().Unexplained()
+}
+
+// SetPeerInFlight records the other router replicas' requests in flight
+// at this worker, as they last reported them.
+func (e *Endpoint) SetPeerInFlight(n int) { e.peerInflight.Store(int64(n)) }
+
+// PeerInFlight returns the other replicas' requests in flight at this
+// worker, as they last reported them (0 without peers).
+func (e *Endpoint) PeerInFlight() int { return int(e.peerInflight.Load()) }
 
 // SetStats records scraped load.
 func (e *Endpoint) SetStats(s Stats) { e.stats.Store(&s) }

@@ -324,7 +324,7 @@ func (p *Prober) fetchModels(ctx context.Context, ep *pool.Endpoint) error {
 // scrape reads the worker's load into ep; ok is false when it could not.
 func (p *Prober) scrape(ctx context.Context, ep *pool.Endpoint) (s pool.Stats, ok bool) {
 	body, err := p.get(ctx, ep.URL+"/metrics")
-	inflight := ep.InFlight()
+	inflight, peers := ep.InFlight(), ep.PeerInFlight()
 	if err != nil {
 		p.log.Debug("scrape", "endpoint", ep.URL, "err", err)
 		return s, false
@@ -335,7 +335,7 @@ func (p *Prober) scrape(ctx context.Context, ep *pool.Endpoint) (s pool.Stats, o
 		return s, false
 	}
 	s.ScrapedAt = time.Now()
-	s.InFlightAtScrape = inflight
+	s.InFlightAtScrape, s.PeerInFlightAtScrape = inflight, peers
 	ep.SetStats(s)
 	return s, true
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/warmpath/warmpath/services/router/internal/metrics"
 	"github.com/warmpath/warmpath/services/router/internal/pool"
 	"github.com/warmpath/warmpath/services/router/peer"
+	"github.com/warmpath/warmpath/services/router/strategy"
 )
 
 // Peers are the router replicas that share this endpoint (package peers):
@@ -42,7 +43,9 @@ func (s *Server) fromPeer(x *exchange) bool {
 // relayed here already, or the owner could not be reached before it
 // had the request (then this replica routes it, as a lone router would).
 func (s *Server) relayToOwner(x *exchange) (outcome, bool) {
-	if s.cfg.Peers == nil || !x.cacheAware {
+	// Round robin learns nothing from where a request went: relaying it
+	// would add a hop and gain nothing.
+	if s.cfg.Peers == nil || !x.cacheAware || x.routing.Strategy.Name() == strategy.NameRoundRobin {
 		return outcome{}, false
 	}
 	if len(x.fc.Request.Header.Peek(forwardedHeader)) > 0 {
@@ -69,6 +72,10 @@ func (s *Server) relayToOwner(x *exchange) (outcome, bool) {
 		x.log().Warn("owner replica unreachable; routing here", "peer", owner, "failure", a.failure, "err", a.err)
 		return outcome{}, false
 	}
+	// The owner's answer is this exchange's one attempt: an answer
+	// streamed through settles it when the stream closes, after this
+	// returns.
+	x.tries = append(x.tries, a.try)
 	s.metrics.PeerRelays.WithLabelValues(metrics.RelayForwarded).Inc()
 	if a.outcome.status >= http.StatusInternalServerError {
 		x.log().Warn("owner replica answered an error", "peer", owner, "status", a.outcome.status)

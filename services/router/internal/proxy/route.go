@@ -229,7 +229,7 @@ func (s *Server) selectable(model string, excluded map[string]bool) selection {
 		}
 		st := ep.Stats()
 		sel.eps = append(sel.eps, strategy.Endpoint{
-			ID: ep.URL, InFlight: inflight, Running: st.Running, Waiting: st.Waiting, External: st.External(),
+			ID: ep.URL, InFlight: inflight, Running: st.Running, Waiting: st.Waiting, External: ep.External(),
 			KVCacheUsage: st.KVCacheUsage, BlockSize: st.BlockSize, NumGPUBlocks: st.NumGPUBlocks,
 			PendingPrefill: ep.PendingPrefill(),
 		})

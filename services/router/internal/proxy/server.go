@@ -507,6 +507,12 @@ type endpointView struct {
 	EjectedUntil *time.Time `json:"ejectedUntil,omitempty"`
 	Ejections    uint64     `json:"ejections"`
 	InFlight     int        `json:"inFlight"`
+	// PeerInFlight is the other router replicas' requests at the worker,
+	// as they last reported them (--peers); External is all the load the
+	// strategy counts beside InFlight: PeerInFlight plus what the last
+	// scrape saw beyond every replica's requests.
+	PeerInFlight int `json:"peerInFlight"`
+	External     int `json:"external"`
 	// PendingPrefill is the prompt tokens sent and not yet answered.
 	PendingPrefill int        `json:"pendingPrefillTokens"`
 	Models         []string   `json:"models"`
@@ -539,7 +545,7 @@ func (s *Server) debugEndpoints(c *gin.Context) {
 		st := ep.Stats()
 		v := endpointView{
 			URL: ep.URL, Name: ep.Name, Healthy: ep.Healthy(), Ejections: ep.TotalEjections(),
-			InFlight: ep.InFlight(), PendingPrefill: ep.PendingPrefill(), Models: ep.Models(), Running: st.Running, Waiting: st.Waiting,
+			InFlight: ep.InFlight(), PeerInFlight: ep.PeerInFlight(), External: ep.External(), PendingPrefill: ep.PendingPrefill(), Models: ep.Models(), Running: st.Running, Waiting: st.Waiting,
 			KVCacheUsage: st.KVCacheUsage, BlockSize: st.BlockSize, NumGPUBlocks: st.NumGPUBlocks,
 		}
 		if v.Models == nil {
