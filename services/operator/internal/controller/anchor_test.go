@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/warmpath/warmpath/services/operator/api/v1alpha1"
+	"github.com/warmpath/warmpath/services/operator/internal/controller"
 )
 
 // TestAnchorManifests applies the managed offering's published example
@@ -34,17 +36,42 @@ func TestAnchorManifests(t *testing.T) {
 		memory       bool   // the model volume in RAM (prefetchEnabled)
 		routed       bool
 		ignored      []string
+		// replicas is the worker Deployment's; 0 for the default, 1.
+		replicas int32
+		// args are the worker's first args: the manifest's own, the
+		// operator's follow.
+		args []string
+		// check, if set, checks what the sample newly exercises.
+		check func(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, vllm corev1.Container)
 	}{
 		{file: "anchor-example.yaml"},
 		{file: "anchor-blog-s3.yaml", instanceType: "ml.g5.24xlarge", routed: true,
 			fetchArgs: "--bucket my-model-bucket --prefix models/Llama-3.1-8B-Instruct --dest /opt/ml/model --region us-west-2",
-			ignored:   []string{"spec.tlsConfig.tlsCertificateOutputS3Uri"}},
+			ignored:   []string{"spec.tlsConfig.tlsCertificateOutputS3Uri"},
+			args:      []string{"--model", "/opt/ml/model", "--max-model-len", "20000"}},
 		{file: "anchor-s3-prefetch.yaml", instanceType: "ml.g5.8xlarge", memory: true,
 			fetchArgs: "--bucket model-data-578732889311 --prefix deepseek15b --dest /opt/ml/model --region us-west-2",
 			ignored:   []string{"spec.endpointName"}},
 		{file: "anchor-intelligent-routing.yaml", instanceType: "ml.g5.8xlarge", routed: true,
 			fetchArgs: "--bucket model-storage-bucket --prefix llama31_8b --dest /opt/ml/model --region us-west-2",
-			ignored:   []string{"spec.endpointName", "spec.tlsConfig.tlsCertificateOutputS3Uri"}},
+			ignored:   []string{"spec.endpointName", "spec.tlsConfig.tlsCertificateOutputS3Uri"},
+			args:      []string{"/opt/ml/model", "--max-model-len", "4096"}},
+		{file: "anchor-s3-ir-l1.yaml", instanceType: "ml.g5.48xlarge", routed: true, replicas: 3,
+			fetchArgs: "--bucket my-model-bucket --prefix models/Llama-3.1-8B-Instruct --dest /opt/ml/model --region us-east-2",
+			ignored:   []string{"spec.tlsConfig.tlsCertificateOutputS3Uri"},
+			args:      []string{"/opt/ml/model", "--max-model-len", "12000"},
+			check: func(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, vllm corev1.Container) {
+				checkSageMakerEnv(t, vllm)
+				checkCache(t, c, iec, vllm, "L1Only", "", "")
+			}},
+		{file: "anchor-kv-cache-l1-l2-redis.yaml", instanceType: "ml.g5.8xlarge",
+			fetchArgs: "--bucket model-storage-bucket --prefix llama31_8b --dest /opt/ml/model --region us-west-2",
+			ignored:   []string{"spec.endpointName", "spec.tlsConfig.tlsCertificateOutputS3Uri"},
+			args:      []string{"/opt/ml/model", "--max-model-len", "4096"},
+			check: func(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, vllm corev1.Container) {
+				url := "redis://redis.ns-team-a.svc.cluster.local:6379"
+				checkCache(t, c, iec, vllm, "RedisL2", url, "LMCache L2 in Redis at "+url)
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -73,6 +100,12 @@ func TestAnchorManifests(t *testing.T) {
 				t.Errorf("nodeSelector %s=%q, want %q", v1alpha1.InstanceTypeLabel, got, tt.instanceType)
 			}
 			checkModelFetch(t, pod, tt.fetchArgs, tt.memory)
+			if got, want := ptr.Deref(d.Spec.Replicas, -1), max(tt.replicas, 1); got != want {
+				t.Errorf("worker replicas %d, want %d", got, want)
+			}
+			if len(tt.args) > 0 && !slices.Equal(pod.Containers[0].Args[:min(len(tt.args), len(pod.Containers[0].Args))], tt.args) {
+				t.Errorf("worker args %q, want them to start with %q", pod.Containers[0].Args, tt.args)
+			}
 			get(t, c, ns, name, &corev1.Service{})
 			get(t, c, ns, name+"-workers", &corev1.Service{})
 			if tt.routed {
@@ -105,8 +138,78 @@ func TestAnchorManifests(t *testing.T) {
 				}
 				return nil
 			})
+			if tt.check != nil {
+				tt.check(t, c, iec, pod.Containers[0])
+			}
 		})
 	}
+}
+
+// envOf is the value of the container's variable name and whether it is
+// set; it fails the test if it is set more than once.
+func envOf(t *testing.T, ctr corev1.Container, name string) (string, bool) {
+	t.Helper()
+	var vals []string
+	for _, e := range ctr.Env {
+		if e.Name == name {
+			vals = append(vals, e.Value)
+		}
+	}
+	if len(vals) > 1 {
+		t.Errorf("%s set %d times: %q", name, len(vals), vals)
+	}
+	if len(vals) == 0 {
+		return "", false
+	}
+	return vals[0], true
+}
+
+// checkSageMakerEnv checks the worker environment of the managed
+// offering's intelligent-routing samples: their SageMaker variables are
+// passed as they are, except PYTHONHASHSEED ("123"), which the operator
+// sets alike on every worker (HashSeed), as routing and a shared L2 need.
+func checkSageMakerEnv(t *testing.T, vllm corev1.Container) {
+	t.Helper()
+	if v, _ := envOf(t, vllm, "PYTHONHASHSEED"); v != controller.HashSeed {
+		t.Errorf("PYTHONHASHSEED %q, want the operator's %q", v, controller.HashSeed)
+	}
+	for name, want := range map[string]string{
+		"OPTION_ROLLING_BATCH": "vllm", "SERVING_CHUNKED_READ_TIMEOUT": "480", "DJL_OFFLINE": "true", "NUM_SHARD": "1",
+		"SAGEMAKER_PROGRAM": "inference.py", "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code", "MODEL_CACHE_ROOT": "/opt/ml/model",
+		"SAGEMAKER_MODEL_SERVER_WORKERS": "1", "SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600", "OPTION_TRUST_REMOTE_CODE": "true",
+		"OPTION_ENABLE_REASONING": "true", "OPTION_REASONING_PARSER": "deepseek_r1", "SAGEMAKER_CONTAINER_LOG_LEVEL": "20", "SAGEMAKER_ENV": "1",
+	} {
+		if v, ok := envOf(t, vllm, name); !ok || v != want {
+			t.Errorf("%s=%q (set: %v), want %q", name, v, ok, want)
+		}
+	}
+}
+
+// checkCache checks the worker's LMCache wiring (L1 in CPU RAM, and the
+// L2 at remoteURL, none if "") and the CacheReady condition: reason and,
+// if message is not "", its message.
+func checkCache(t *testing.T, c client.Client, iec *v1alpha1.InferenceEndpointConfig, vllm corev1.Container, reason, remoteURL, message string) {
+	t.Helper()
+	if v, _ := envOf(t, vllm, "LMCACHE_LOCAL_CPU"); v != "true" {
+		t.Errorf("LMCACHE_LOCAL_CPU %q, want true", v)
+	}
+	if !slices.Contains(vllm.Args, "--kv-transfer-config") {
+		t.Errorf("worker args %q lack --kv-transfer-config (LMCache connector)", vllm.Args)
+	}
+	url, ok := envOf(t, vllm, "LMCACHE_REMOTE_URL")
+	if url != remoteURL {
+		t.Errorf("LMCACHE_REMOTE_URL %q (set: %v), want %q", url, ok, remoteURL)
+	}
+	if serde, _ := envOf(t, vllm, "LMCACHE_REMOTE_SERDE"); remoteURL != "" && serde != "naive" {
+		t.Errorf("LMCACHE_REMOTE_SERDE %q, want naive", serde)
+	}
+	waitStatus(t, c, iec, "CacheReady "+reason, func(cur *v1alpha1.InferenceEndpointConfig) error {
+		cond := meta.FindStatusCondition(cur.Status.Conditions, v1alpha1.ConditionCacheReady)
+		if cond == nil || cond.Reason != reason || (message != "" && cond.Message != message) {
+			return fmt.Errorf("CacheReady %+v, want reason %s message %q", cond, reason, message)
+		}
+		return nil
+	})
 }
 
 // checkModelFetch checks the worker pod's model volume and, for an s3
