@@ -146,6 +146,16 @@ func TestAnchorManifests(t *testing.T) {
 			if len(tt.args) > 0 && !slices.Equal(pod.Containers[0].Args[:min(len(tt.args), len(pod.Containers[0].Args))], tt.args) {
 				t.Errorf("worker args %q, want them to start with %q", pod.Containers[0].Args, tt.args)
 			}
+			// A positional model (vllm serve <model>) is the model: vLLM
+			// is not given --model as well, which some vLLM releases
+			// refuse next to it ("provide the model as a positional
+			// argument instead of via the --model option") and later
+			// ones warn about.
+			if len(tt.args) > 0 && !strings.HasPrefix(tt.args[0], "-") && slices.ContainsFunc(pod.Containers[0].Args, func(a string) bool {
+				return a == "--model" || strings.HasPrefix(a, "--model=")
+			}) {
+				t.Errorf("worker args %q name the model twice, positionally and by --model", pod.Containers[0].Args)
+			}
 			get(t, c, ns, name, &corev1.Service{})
 			get(t, c, ns, name+"-workers", &corev1.Service{})
 			if tt.routed {
