@@ -81,6 +81,13 @@ func TestWorkerGolden(t *testing.T) {
 			e.Spec.Worker.Args = []string{"--model", "/opt/ml/model", "--tensor-parallel-size", "4"}
 			e.Spec.Worker.ModelVolumeMount = &v1alpha1.ModelVolumeMount{Name: "model-weights", MountPath: "/opt/ml/model"}
 		}},
+		// The managed offering's samples name the model positionally
+		// (vllm serve /opt/ml/model): for a Hub model it becomes the Hub
+		// id, and no --model is added.
+		{"anchor-positional-model", func(e *v1alpha1.InferenceEndpointConfig) {
+			e.Spec.Worker.Args = []string{"/opt/ml/model", "--max-model-len", "4096"}
+			e.Spec.Worker.ModelVolumeMount = &v1alpha1.ModelVolumeMount{Name: "model-weights", MountPath: "/opt/ml/model"}
+		}},
 	}
 	for _, tc := range cases {
 		iec := minimal(ns, tc.name)
