@@ -108,6 +108,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := iec.Status.DeepCopy()
 	conds, err := r.applyChildren(ctx, &iec)
+	var invalid *invalidWorkerResourcesError
+	if errors.As(err, &invalid) {
+		// Only a spec change can fix it, and one is reconciled at once:
+		// reported, not retried.
+		r.setInvalidWorkerResources(&iec, invalid)
+		return ctrl.Result{}, r.writeStatus(ctx, &iec, before)
+	}
 	if err != nil {
 		r.setFailed(&iec, err)
 		if serr := r.writeStatus(ctx, &iec, before); serr != nil {
@@ -175,6 +182,9 @@ func (r *Reconciler) applyChildren(ctx context.Context, iec *v1alpha1.InferenceE
 	workersErr := r.Client.Get(ctx, client.ObjectKey{Namespace: iec.Namespace, Name: workerName(iec)}, &appsv1.Deployment{})
 	for _, obj := range desired {
 		if err := r.apply(ctx, iec, obj); err != nil {
+			if _, ok := obj.(*appsv1.Deployment); ok && obj.GetName() == workerName(iec) && refusedForResources(err) {
+				return conds, &invalidWorkerResourcesError{err: err}
+			}
 			return conds, err
 		}
 	}

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -211,6 +213,57 @@ func (r *Reconciler) cacheServerReady(ctx context.Context, c *metav1.Condition) 
 	default:
 		c.Message += fmt.Sprintf("; %d/%d cache server pods ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
+}
+
+// reasonInvalidWorkerResources is Ready's and WorkersReady's reason while
+// the API server refuses the worker Deployment for its container's
+// resources.
+const reasonInvalidWorkerResources = "InvalidWorkerResources"
+
+// invalidWorkerResourcesError is the API server's refusal of the worker
+// Deployment for the vLLM container's resources: requests above limits,
+// or an extended resource (nvidia.com/gpu) requested unlike its limit,
+// which no pod may ask for. The CRD accepts such resources (the managed
+// offering publishes a sample with them), so only the status can say so.
+type invalidWorkerResourcesError struct{ err error }
+
+func (e *invalidWorkerResourcesError) Error() string { return e.err.Error() }
+func (e *invalidWorkerResourcesError) Unwrap() error { return e.err }
+
+// refusedForResources reports whether err is an Invalid refusal all of
+// whose causes lie in a container's resources.
+func refusedForResources(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Reason != metav1.StatusReasonInvalid || st.Status().Details == nil {
+		return false
+	}
+	causes := st.Status().Details.Causes
+	return len(causes) > 0 && !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return !strings.Contains(c.Field, ".resources") })
+}
+
+// setInvalidWorkerResources reports that no worker of this generation can
+// exist, naming the spec field and the API server's message, with a
+// Warning event when it starts. Workers of an earlier generation, if any,
+// keep running their template.
+func (r *Reconciler) setInvalidWorkerResources(iec *v1alpha1.InferenceEndpointConfig, err *invalidWorkerResourcesError) {
+	field := "spec.worker.resources"
+	if s := iec.Spec.Worker.Scheduling; s != nil && s.Resources != nil {
+		field = "spec.worker.scheduling.resources"
+	}
+	msg := fmt.Sprintf("the API server refuses the worker Deployment for %s, so no worker of this generation can be created: "+
+		"a pod may not request more than its limit, nor an extended resource such as nvidia.com/gpu other than its limit; fix %s. %v",
+		field, field, err)
+	if c := meta.FindStatusCondition(iec.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != reasonInvalidWorkerResources {
+		r.Recorder.Eventf(iec, nil, corev1.EventTypeWarning, reasonInvalidWorkerResources, "Reconcile", "%s", msg)
+	}
+	for _, typ := range []string{v1alpha1.ConditionWorkersReady, v1alpha1.ConditionReady} {
+		meta.SetStatusCondition(&iec.Status.Conditions, metav1.Condition{
+			Type: typ, Status: metav1.ConditionFalse, Reason: reasonInvalidWorkerResources, Message: msg, ObservedGeneration: iec.Generation,
+		})
+	}
+	setIgnoredFieldsCondition(iec)
+	iec.Status.State = v1alpha1.StateFailed
+	iec.Status.ObservedGeneration = iec.Generation
 }
 
 func (r *Reconciler) setFailed(iec *v1alpha1.InferenceEndpointConfig, err error) {

@@ -133,10 +133,18 @@ func modelArg(iec *v1alpha1.InferenceEndpointConfig) string {
 	return iec.Spec.ModelName
 }
 
-// hubModelArgs rewrites "--model <modelVolumeMount.mountPath>" to the Hub
-// id for a huggingface source. Manifests written for the managed offering
-// point vLLM at the mount path, where that offering pre-downloads the
-// model; here vLLM downloads it itself into HF_HOME on that volume.
+// positionalModel reports whether args start with vLLM's positional model
+// (vllm serve <model> [options]), as the managed offering's samples pass
+// it: that names the model as --model does.
+func positionalModel(args []string) bool {
+	return len(args) > 0 && !strings.HasPrefix(args[0], "-")
+}
+
+// hubModelArgs rewrites "--model <modelVolumeMount.mountPath>" (or that
+// path as the positional model) to the Hub id for a huggingface source.
+// Manifests written for the managed offering point vLLM at the mount path,
+// where that offering pre-downloads the model; here vLLM downloads it
+// itself into HF_HOME on that volume.
 func hubModelArgs(iec *v1alpha1.InferenceEndpointConfig, args []string) []string {
 	src, m := iec.Spec.ModelSourceConfig, iec.Spec.Worker.ModelVolumeMount
 	if src.ModelSourceType != v1alpha1.ModelSourceHuggingFace || src.HuggingFaceModel == nil || m == nil {
@@ -149,6 +157,8 @@ func hubModelArgs(iec *v1alpha1.InferenceEndpointConfig, args []string) []string
 			args[i+1] = src.HuggingFaceModel.ModelID
 		case a == "--model="+want || a == "--model="+m.MountPath:
 			args[i] = "--model=" + src.HuggingFaceModel.ModelID
+		case i == 0 && positionalModel(args) && (path.Clean(a) == want || path.Clean(a) == path.Clean(m.MountPath)):
+			args[i] = src.HuggingFaceModel.ModelID
 		}
 	}
 	return args
@@ -182,7 +192,7 @@ func planWorker(iec *v1alpha1.InferenceEndpointConfig, o Options) workerPlan {
 	} else {
 		p.Image = iec.Spec.Worker.Image
 		args = hubModelArgs(iec, slices.Clone(iec.Spec.Worker.Args))
-		if !hasFlag(args, "--model") {
+		if !hasFlag(args, "--model") && !positionalModel(args) {
 			args = append(args, "--model", modelArg(iec))
 		}
 	}
