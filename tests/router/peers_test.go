@@ -50,7 +50,10 @@ func startReplicas(t *testing.T, n int, peered bool, workers []*worker, args ...
 func runReplicas(t *testing.T, name string, n int, peered bool, prompts []string) replicaRun {
 	t.Helper()
 	ws := sharedPrefixWorkers(t, name)
-	args := []string{"--strategy", name}
+	// The router's own load views: a 1 s scrape of the workers (the
+	// harness's 50 ms would show every replica the others' load almost
+	// as fresh as its own) and, peered, the others' reports every 100 ms.
+	args := []string{"--strategy", name, "--scrape-interval", "1s"}
 	if name == "kvaware" {
 		args = append(args, kvEvents()...)
 	}

@@ -511,7 +511,8 @@ func (s *sim) arrive(i int) error {
 	ri := 0
 	if len(s.routers) > 1 {
 		ri = s.split.IntN(len(s.routers))
-		if s.cfg.Forward {
+		// Round robin is not relayed (the router's relayToOwner).
+		if s.cfg.Forward && s.cfg.Strategy.Name != strategy.NameRoundRobin {
 			ri = hrw.Owner(peer.RequestKey(req), s.routerIDs)
 		}
 	}

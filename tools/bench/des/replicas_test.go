@@ -46,3 +46,56 @@ func TestReplicaShare(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerPoll: relaying replicas learn the others' in-flight requests per
+// worker every PeerLoadSeconds, as the router's peerload does, on top of
+// what the scrape finds beyond every replica's requests; replicas that
+// route alone, or with peer polling off, have only the scrape.
+func TestPeerPoll(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		forward  bool
+		peerLoad float64
+		polls    bool
+	}{
+		{"relaying", true, 0, true},
+		{"relaying, polling off", true, -1, false},
+		{"alone", false, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := strategy.Defaults()
+			sc.Name = strategy.NamePrefixAware
+			s, err := newSim(Config{Workers: 2, NumGPUBlocks: 2048, Strategy: sc, Model: "m", Routers: 3, Forward: tt.forward, PeerLoadSeconds: tt.peerLoad}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.routers[1].inFlight[0], s.routers[2].inFlight[0], s.routers[2].inFlight[1] = 2, 3, 1
+			s.routers[0].inFlight[1] = 4 // its own: never a peer's
+			s.peerPoll()
+			want := []int{0, 0}
+			if tt.polls {
+				want = []int{5, 1}
+			}
+			if s.peerLoadSeconds() > 0 != tt.polls {
+				t.Errorf("peerLoadSeconds %v, want polling %v", s.peerLoadSeconds(), tt.polls)
+			}
+			if !tt.polls {
+				return // newSim queued no poll; peerPoll is the router's only with peers
+			}
+			for j, w := range want {
+				if got := s.routers[0].external[j]; got != w {
+					t.Errorf("worker %d: replica 0 counts %d external, want %d", j, got, w)
+				}
+			}
+			// The scrape adds only what no replica accounts for: here the
+			// engines are idle, so nothing.
+			s.scrape()
+			if got := s.routers[0].unexplained; got[0] != 0 || got[1] != 0 {
+				t.Errorf("unexplained %v, want none (every request is a replica's)", got)
+			}
+			if got := s.routers[0].external[0]; got != 5 {
+				t.Errorf("after a scrape: external %d, want the peers' 5 kept", got)
+			}
+		})
+	}
+}

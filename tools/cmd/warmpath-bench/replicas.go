@@ -100,7 +100,7 @@ func runReplicas(args []string) error {
 	path := cmp.Or(*out, filepath.Join("bench", "results", "replicas_"+name+".json"))
 	return report.WriteJSON(path, map[string]any{
 		"workload": name, "requests": len(reqs), "workers": *workers, "l1_gb": *l1GB, "l1_events": mode, "routers": ns,
-		"scrape_seconds": *scrape, "forward": *forward, "mode": "des", "runs": rows, "bound_points": replicaAgreementPoints, "agree": agree,
+		"scrape_seconds": *scrape, "peer_load_seconds": *peerLoad, "forward": *forward, "mode": "des", "runs": rows, "bound_points": replicaAgreementPoints, "agree": agree,
 		"environment": map[string]any{"go_version": runtime.Version(), "cores": runtime.NumCPU(), "timestamp": time.Now().UTC().Format(time.RFC3339)},
 	})
 }
