@@ -76,6 +76,7 @@ func TestE2E(t *testing.T) {
 		{"Scale", testScale},
 		{"WorkerLoss", testWorkerLoss},
 		{"Rollouts", testRollouts},
+		{"RouterReplicas", testRouterReplicas},
 		{"L2Sharing", testL2Sharing},
 		{"RouterTLSAndKeys", testRouterTLSAndKeys},
 		{"Dashboards", testDashboards},
