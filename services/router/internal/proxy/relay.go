@@ -43,15 +43,18 @@ func (s *Server) fromPeer(x *exchange) bool {
 // relayed here already, or the owner could not be reached before it
 // had the request (then this replica routes it, as a lone router would).
 func (s *Server) relayToOwner(x *exchange) (outcome, bool) {
-	// Round robin learns nothing from where a request went: relaying it
-	// would add a hop and gain nothing.
-	if s.cfg.Peers == nil || !x.cacheAware || x.routing.Strategy.Name() == strategy.NameRoundRobin {
+	if s.cfg.Peers == nil || !x.cacheAware {
 		return outcome{}, false
 	}
 	if len(x.fc.Request.Header.Peek(forwardedHeader)) > 0 {
 		// Routed here whoever sent it: a marked request never travels
 		// twice, so replicas that disagree on the set cannot loop.
 		x.header.Del(forwardedHeader)
+		return outcome{}, false
+	}
+	if x.routing.Strategy.Name() == strategy.NameRoundRobin {
+		// Round robin learns nothing from where a request went:
+		// relaying it would add a hop and gain nothing.
 		return outcome{}, false
 	}
 	owner, self := s.cfg.Peers.Owner(peer.RequestKey(&x.parsed.route))

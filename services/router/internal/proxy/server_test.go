@@ -100,12 +100,18 @@ func startProxyTo(t *testing.T, workerURL string) string {
 // startProxyWith is startProxyTo with cfg.
 func startProxyWith(t *testing.T, workerURL string, cfg Config) string {
 	t.Helper()
+	return startProxyRouting(t, workerURL, cfg, strategy.Defaults())
+}
+
+// startProxyRouting is startProxyWith with the strategy configuration sc.
+func startProxyRouting(t *testing.T, workerURL string, cfg Config, sc strategy.Config) string {
+	t.Helper()
 	p := pool.New()
 	p.Update([]discovery.Target{{URL: workerURL}})
 	ep := p.Get(workerURL)
 	ep.SetHealthy(true, time.Now())
 	ep.SetModels([]string{"m"})
-	s, err := strategy.New(strategy.Defaults())
+	s, err := strategy.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
