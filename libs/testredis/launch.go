@@ -9,8 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warmpath/warmpath/libs/parentdeath"
 )
 
 // proc is a running redis-server; done is closed once it has exited.
@@ -44,6 +47,7 @@ func launch(t testing.TB, bin string, args []string, addr string) (*proc, error)
 	defer log.Close()
 	cmd := exec.CommandContext(context.Background(), bin, args...) // killed by the caller, not with the test's context
 	cmd.Stdout, cmd.Stderr = log, log
+	parentdeath.Tie(cmd, syscall.SIGKILL) // and by the kernel, if the test binary dies first
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/parentdeath"
 	"github.com/warmpath/warmpath/libs/testnet"
 )
 
@@ -147,6 +149,7 @@ func TestInstallOnAPIServer(t *testing.T) {
 	op.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	var logs strings.Builder
 	op.Stdout, op.Stderr = &logs, &logs
+	parentdeath.Tie(op, syscall.SIGKILL)
 	if err := op.Start(); err != nil {
 		t.Fatal(err)
 	}

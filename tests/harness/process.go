@@ -7,7 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+
+	"github.com/warmpath/warmpath/libs/parentdeath"
 )
 
 // Process is a process StartProcess started, for suites that stop it
@@ -27,6 +30,9 @@ func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
+	// A test binary killed outright runs no cleanup: the kernel ends the
+	// process then.
+	parentdeath.Tie(cmd, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
@@ -42,6 +48,9 @@ func StartProcess(ctx context.Context, t testing.TB, bin string, args ...string)
 	})
 	return p
 }
+
+// PID is the process's ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Output is what the process wrote so far, stdout and stderr interleaved:
 // for suites that check its log lines.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/warmpath/warmpath/libs/gobuild"
 	"github.com/warmpath/warmpath/libs/lmproto"
+	"github.com/warmpath/warmpath/libs/parentdeath"
 	"github.com/warmpath/warmpath/libs/testnet"
 )
 
@@ -91,6 +93,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	lmAddr, respAddr, httpAddr, redisAddr := addrs[0], addrs[1], addrs[2], addrs[3]
 	cs := exec.CommandContext(ctx, bin, "--lm-listen", lmAddr, "--resp-listen", respAddr, "--http-listen", httpAddr,
 		"--memory-capacity-bytes", strconv.Itoa(4<<30), "--max-value-bytes", strconv.Itoa(64<<20), "--log-level", "warn")
+	parentdeath.Tie(cs, syscall.SIGKILL)
 	if err := cs.Start(); err != nil {
 		return nil, fmt.Errorf("l2bench: start the cache server: %w", err)
 	}
@@ -102,6 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	_, redisPort, _ := net.SplitHostPort(redisAddr)
 	rs := exec.CommandContext(ctx, redisBin, "--port", redisPort, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--proto-max-bulk-len", "64mb", "--dir", dir)
+	parentdeath.Tie(rs, syscall.SIGKILL)
 	if err := rs.Start(); err != nil {
 		return nil, fmt.Errorf("l2bench: start redis-server: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/warmpath/warmpath/libs/parentdeath"
 )
 
 // TailOf returns the last 2 KiB of the log file at path.
@@ -57,6 +59,7 @@ func Start(name, dir string, argv []string, env []string) (*Process, error) {
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
+	parentdeath.Tie(cmd, syscall.SIGTERM)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s: start %s: %w", name, argv[0], err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/parentdeath"
 )
 
 // The tests in this file run the real binary over real sockets: what a
@@ -74,6 +75,7 @@ func startServer(t *testing.T, env []string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	parentdeath.Tie(cmd, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

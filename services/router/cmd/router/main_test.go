@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/warmpath/warmpath/libs/gobuild"
+	"github.com/warmpath/warmpath/libs/parentdeath"
 	"github.com/warmpath/warmpath/libs/testnet"
 )
 
@@ -32,6 +33,7 @@ func TestSignals(t *testing.T) {
 	addr := testnet.FreeAddr(t)
 	cmd := exec.Command(bin, "--listen", addr, "--workers", "http://127.0.0.1:1", "--config", cfg, "--log-level", "warn")
 	cmd.Stderr = os.Stderr
+	parentdeath.Tie(cmd, syscall.SIGKILL)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
