@@ -46,26 +46,13 @@ func (p *prefills) Prefilled(worker string, keys []uint64) {
 func TestHeadRoutedDocumentIsMadeWhole(t *testing.T) {
 	received := make(chan string, 8)
 	release := make(chan struct{})
-	p := pool.New()
-	var targets []discovery.Target
-	for range 4 {
-		var up *httptest.Server
-		up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			received <- up.URL
-			<-release // prefilling until the test lets go
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"id":"x","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"length"}]}`))
-		}))
-		t.Cleanup(up.Close)
-		targets = append(targets, discovery.Target{URL: up.URL})
-	}
-	p.Update(targets)
-	for _, tg := range targets {
-		ep := p.Get(tg.URL)
-		ep.SetHealthy(true, time.Now())
-		ep.SetModels([]string{"m"})
-	}
+	p := workerPool(t, 4, func(self string, w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		received <- self
+		<-release // prefilling until the test lets go
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"x","object":"text_completion","choices":[{"index":0,"text":"ok","finish_reason":"length"}]}`))
+	})
 	cfg := strategy.Defaults()
 	cfg.Name = strategy.NameKVAware
 	preds := strategy.NewPredictions()
@@ -74,14 +61,7 @@ func TestHeadRoutedDocumentIsMadeWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := tokenizer.ParseLocal("m=cl100k_base")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := tokenizer.New(tokenizer.Config{Local: local})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := localTokenizer(t)
 	lim := limiter.New(limiter.Config{})
 	m := metrics.New(prometheus.NewRegistry(), p, lim.Stats)
 	srv := New(Config{}, Deps{Pool: p, Limiter: lim, Metrics: m, Routing: &Routing{Strategy: s}})
@@ -156,4 +136,39 @@ func TestHeadRoutedDocumentIsMadeWhole(t *testing.T) {
 	if n := notes.keys[holder]; n < 2*500 {
 		t.Fatalf("prefills heard of at the holder: %d blocks over two questions, want two whole documents'", n)
 	}
+}
+
+// workerPool starts n workers answering with handle (self is the worker's
+// own URL) and returns a pool of them, healthy and serving model "m".
+func workerPool(tb testing.TB, n int, handle func(self string, w http.ResponseWriter, r *http.Request)) *pool.Pool {
+	tb.Helper()
+	p := pool.New()
+	var targets []discovery.Target
+	for range n {
+		var up *httptest.Server
+		up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(up.URL, w, r) }))
+		tb.Cleanup(up.Close)
+		targets = append(targets, discovery.Target{URL: up.URL})
+	}
+	p.Update(targets)
+	for _, tg := range targets {
+		ep := p.Get(tg.URL)
+		ep.SetHealthy(true, time.Now())
+		ep.SetModels([]string{"m"})
+	}
+	return p
+}
+
+// localTokenizer encodes model "m" in-process with cl100k_base.
+func localTokenizer(tb testing.TB) *tokenizer.Client {
+	tb.Helper()
+	local, err := tokenizer.ParseLocal("m=cl100k_base")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tok, err := tokenizer.New(tokenizer.Config{Local: local})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
 }

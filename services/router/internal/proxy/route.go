@@ -300,7 +300,7 @@ func (*Server) completeLate(x *exchange, d strategy.Decision) <-chan strategy.De
 	p, req, estimate := x.late, x.parsed.route, x.parsed.route.PromptTokens
 	out := make(chan strategy.Decision, 1)
 	go func() {
-		res, err := p.Wait()
+		res, err := p.WaitBackground()
 		switch {
 		case err != nil || hr == nil:
 			// The request is counted once, as "head"; its decision stays

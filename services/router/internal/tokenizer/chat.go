@@ -40,7 +40,7 @@ func (c *Client) tokenizeChat(m *localModel, req *strategy.Request) (ids []uint3
 			}
 		}
 	}
-	return c.encodePrefixed(m, text, at, atKeys, 1)
+	return c.encodePrefixed(m, text, at, atKeys, 1, false)
 }
 
 // prefixKeys returns, for each k with a cut, the cache key of the rendered

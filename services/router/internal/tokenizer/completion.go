@@ -30,11 +30,12 @@ const parallelGrids = 4
 // a piece whatever follows, so the ids of prefix and rest are those of the
 // whole text. Each prompt keeps its last two cuts' prefixes: the last may
 // lie in the prompt's own question, the one before in what it shares.
-// reused is the count of ids taken from the cache.
-func (c *Client) tokenizeCompletion(m *localModel, req *strategy.Request) ([]uint32, int, error) {
+// reused is the count of ids taken from the cache. background: no request
+// waits for the ids, so they are encoded on one core (encodePrefixed).
+func (c *Client) tokenizeCompletion(m *localModel, req *strategy.Request, background bool) ([]uint32, int, error) {
 	text := req.Prompt
 	cuts := pieceCuts(text, c.cutGrid)
-	return c.encodePrefixed(m, text, cuts, completionKeys(req.Model, text, cuts), 2)
+	return c.encodePrefixed(m, text, cuts, completionKeys(req.Model, text, cuts), 2, background)
 }
 
 // encodePrefixed encodes text, reusing the ids of the longest of its
@@ -42,8 +43,11 @@ func (c *Client) tokenizeCompletion(m *localModel, req *strategy.Request) ([]uin
 // its cache key) and is cached, and keeps the prefixes up to its last keep
 // cuts past that one for later prompts. Text cut at a cut encodes to the
 // ids of the whole (the cuts' promise), so prefix and rest are encoded
-// apart. reused is the count of ids taken from the cache.
-func (c *Client) encodePrefixed(m *localModel, text string, cuts []int, keys []uint64, keep int) (ids []uint32, reused int, err error) {
+// apart. reused is the count of ids taken from the cache. A long text is
+// encoded on several cores, unless background says no request waits for
+// it: then on one, leaving the others to the requests being routed (the
+// one it belongs to among them).
+func (c *Client) encodePrefixed(m *localModel, text string, cuts []int, keys []uint64, keep int, background bool) (ids []uint32, reused int, err error) {
 	hit, base := -1, []uint32(nil)
 	for k := len(cuts) - 1; k >= 0; k-- {
 		if p, ok := c.cache.get(keys[k]); ok {
@@ -60,7 +64,7 @@ func (c *Client) encodePrefixed(m *localModel, text string, cuts []int, keys []u
 	// every piece cut between them.
 	kept := max(hit+1, len(cuts)-keep) // the first cut whose prefix is kept
 	var extra []int
-	parallel := len(text)-from >= parallelGrids*c.cutGrid
+	parallel := !background && len(text)-from >= parallelGrids*c.cutGrid
 	if parallel {
 		extra = pieceCuts(text, c.cutGrid)
 	}

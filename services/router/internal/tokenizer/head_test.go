@@ -60,3 +60,59 @@ func TestStartHandsTheHeadFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingEncodesOnce: the whole of a head-routed prompt is encoded
+// only when asked for, once, whichever of Wait (a request waits: every
+// core) and WaitBackground (none does: one core) asks first; every caller
+// gets the whole prompt's ids, which are then cached.
+func TestPendingEncodesOnce(t *testing.T) {
+	local, err := ParseLocal("m=cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		first func(*Pending) (Result, error)
+	}{
+		{"background first", (*Pending).WaitBackground},
+		{"on the path first", (*Pending).Wait},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(Config{Local: local})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := docPrompt(8, 540, "what is cached?")
+			req := &strategy.Request{Model: "m", Prompt: doc}
+			want, err := local.model("m").encode(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := c.Start(context.Background(), req)
+			if p == nil {
+				t.Fatal("no head for a long prompt never seen")
+			}
+			if c.cache.has(cacheKey(req)) {
+				t.Fatal("the whole was encoded before anyone asked for it")
+			}
+			results := make(chan Result, 3)
+			for _, wait := range []func(*Pending) (Result, error){tt.first, (*Pending).Wait, (*Pending).WaitBackground} {
+				go func() {
+					res, err := wait(p)
+					if err != nil {
+						t.Error(err)
+					}
+					results <- res
+				}()
+			}
+			for range 3 {
+				if res := <-results; !slices.Equal(res.IDs, want) {
+					t.Fatalf("%d ids, want the whole's %d; differ at %d", len(res.IDs), len(want), firstDiff(res.IDs, want))
+				}
+			}
+			if again, _ := c.Tokenize(context.Background(), "", req); !again.Cached {
+				t.Fatal("the whole was not cached")
+			}
+		})
+	}
+}

@@ -101,6 +101,13 @@ type Result struct {
 // the cache, in-process for the models Config.Local covers, else from the
 // worker's /tokenize.
 func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.Request) (Result, error) {
+	return c.tokenize(ctx, workerURL, req, false)
+}
+
+// tokenize is Tokenize; background says no request waits for the answer
+// (a head-routed prompt's whole), so a long completion is encoded on one
+// core.
+func (c *Client) tokenize(ctx context.Context, workerURL string, req *strategy.Request, background bool) (Result, error) {
 	key := cacheKey(req)
 	if ids, ok := c.cache.get(key); ok {
 		return Result{IDs: ids, Cached: true}, nil
@@ -109,7 +116,7 @@ func (c *Client) Tokenize(ctx context.Context, workerURL string, req *strategy.R
 	if m := c.cfg.Local.model(req.Model); m != nil {
 		switch {
 		case req.Messages == nil:
-			ids, reused, err := c.tokenizeCompletion(m, req)
+			ids, reused, err := c.tokenizeCompletion(m, req, background)
 			if err != nil {
 				return res, err
 			}
