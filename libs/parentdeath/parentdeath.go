@@ -5,7 +5,10 @@
 // next suite.
 package parentdeath
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // Tie asks the kernel to send cmd's process sig when the thread that
 // started it exits. Call it before cmd.Start. Go keeps its threads for the
@@ -13,4 +16,4 @@ import "os/exec"
 // that does not start children from such a goroutine, that is when the
 // whole process dies. On systems without the facility (anything but
 // Linux), Tie does nothing.
-func Tie(cmd *exec.Cmd, sig Signal) { tie(cmd, sig) }
+func Tie(cmd *exec.Cmd, sig syscall.Signal) { tie(cmd, sig) }

@@ -5,10 +5,7 @@ import (
 	"syscall"
 )
 
-// Signal is the signal Tie has sent.
-type Signal = syscall.Signal
-
-func tie(cmd *exec.Cmd, sig Signal) {
+func tie(cmd *exec.Cmd, sig syscall.Signal) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}

@@ -7,7 +7,4 @@ import (
 	"syscall"
 )
 
-// Signal is the signal Tie would send.
-type Signal = syscall.Signal
-
-func tie(*exec.Cmd, Signal) {}
+func tie(*exec.Cmd, syscall.Signal) {}

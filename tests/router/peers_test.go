@@ -142,9 +142,9 @@ func TestReplicasAgree(t *testing.T) {
 }
 
 // replicaSlack is how far below one router three peered kvaware ones may
-// land in a live run, where eight clients race and the order requests reach the
-// workers varies between runs: issue 21's bound is 2 points in the des
-// benchmark (warmpath-bench replicas), where the order is fixed.
+// land in a live run, where eight clients race and the order requests
+// reach the workers varies between runs: issue 21's bound is 2 points in
+// the des benchmark (warmpath-bench replicas), where the order is fixed.
 const replicaSlack = 0.05
 
 // TestReplicaOwnerDown: a replica whose peer is down (a restart, a

@@ -272,7 +272,7 @@ func (s *Server) tokenize(x *exchange, eps []strategy.Endpoint) bool {
 	}
 	if hr, ok := tu.(strategy.HeadRouter); ok {
 		if ht, ok := s.tok.(HeadTokenizer); ok {
-			if p := ht.Start(x.ctx, &x.parsed.route); p != nil {
+			if p := ht.Start(&x.parsed.route); p != nil {
 				head := x.parsed.route
 				head.TokenIDs, head.PromptTokens = p.Head, p.Estimate
 				if hr.Cold(&head, eps) {

@@ -274,7 +274,7 @@ type Tokenizer interface {
 // once and encode the rest in the background (tokenizer.Client.Start),
 // for a strategy.HeadRouter.
 type HeadTokenizer interface {
-	Start(ctx context.Context, req *strategy.Request) *tokenizer.Pending
+	Start(req *strategy.Request) *tokenizer.Pending
 }
 
 // SetTokenizer sets the tokenizer; call before serving.

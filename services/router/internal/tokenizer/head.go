@@ -20,7 +20,6 @@ type Pending struct {
 	Estimate int
 
 	c     *Client
-	ctx   context.Context
 	whole *strategy.Request
 	once  sync.Once
 	res   Result
@@ -41,17 +40,19 @@ func (p *Pending) Wait() (Result, error) { return p.encode(false) }
 func (p *Pending) WaitBackground() (Result, error) { return p.encode(true) }
 
 // encode encodes the whole once; later and concurrent callers wait for it.
+// The whole is encoded in-process (Start gives no head for a model without
+// a local vocabulary), so no worker is asked and no context bounds it.
 func (p *Pending) encode(background bool) (Result, error) {
-	p.once.Do(func() { p.res, p.err = p.c.tokenize(p.ctx, "", p.whole, background) })
+	p.once.Do(func() { p.res, p.err = p.c.tokenize(context.Background(), "", p.whole, background) })
 	return p.res, p.err
 }
 
 // Start encodes req's head and returns it, leaving the whole to Pending's
-// Wait or WaitBackground, when req is a completion prompt long enough to be encoded on
-// several cores (parallelGrids cut grids) that the router has not encoded
-// any prefix of: the case where the request would otherwise wait for the
+// Wait or WaitBackground, when req is a completion prompt long enough to
+// be encoded on several cores (parallelGrids cut grids) that the router
+// has not encoded any prefix of: the case where the request would otherwise wait for the
 // whole encoding. Otherwise it returns nil, and Tokenize is the way.
-func (c *Client) Start(ctx context.Context, req *strategy.Request) *Pending {
+func (c *Client) Start(req *strategy.Request) *Pending {
 	m := c.cfg.Local.model(req.Model)
 	if m == nil || req.Messages != nil || len(req.Prompt) < parallelGrids*c.cutGrid {
 		return nil
@@ -78,7 +79,6 @@ func (c *Client) Start(ctx context.Context, req *strategy.Request) *Pending {
 		Head:     head,
 		Estimate: max(len(head), int(float64(len(head))*float64(len(req.Prompt))/float64(cuts[0])+0.5)),
 		c:        c,
-		ctx:      ctx,
 		whole:    &strategy.Request{Model: strings.Clone(req.Model), Prompt: strings.Clone(req.Prompt)},
 	}
 }

@@ -27,7 +27,7 @@ func TestStartHandsTheHeadFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.Start(context.Background(), &strategy.Request{Model: "m", Prompt: doc})
+	p := c.Start(&strategy.Request{Model: "m", Prompt: doc})
 	if p == nil {
 		t.Fatal("no head for a long prompt never seen")
 	}
@@ -55,7 +55,7 @@ func TestStartHandsTheHeadFirst(t *testing.T) {
 		{"a chat", &strategy.Request{Model: "m", Messages: []strategy.Message{{Role: "user", Content: docPrompt(5, 540, "why?")}}}},
 		{"no local vocabulary", &strategy.Request{Model: "other", Prompt: docPrompt(6, 540, "why?")}},
 	} {
-		if p := c.Start(context.Background(), tt.req); p != nil {
+		if p := c.Start(tt.req); p != nil {
 			t.Errorf("%s: a head (%d ids), want none", tt.name, len(p.Head))
 		}
 	}
@@ -88,7 +88,7 @@ func TestPendingEncodesOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := c.Start(context.Background(), req)
+			p := c.Start(req)
 			if p == nil {
 				t.Fatal("no head for a long prompt never seen")
 			}
